@@ -1,0 +1,106 @@
+//! The engine's configuration (`[engine]` in `toolgate.toml`).
+
+use crate::tool::RetryPolicy;
+use serde::{Deserialize, Serialize};
+use std::time::Duration;
+
+/// What to do with a call stage 1 cannot make usable.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MalformedPolicy {
+    /// The call gets a `malformed_call` result; the rest of the batch runs.
+    #[default]
+    Report,
+    /// The whole batch aborts with nothing run.
+    Abort,
+}
+
+/// Engine settings; every field has a default.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct EngineConfig {
+    /// Per-attempt timeout, in milliseconds.
+    pub timeout_ms: u64,
+    /// Whole-call deadline (all attempts and backoff), in milliseconds.
+    pub deadline_ms: u64,
+    /// Attempts in all for retryable failures of read-only or idempotent tools.
+    pub retry_attempts: u32,
+    /// Upper bound of the first retry delay, in milliseconds.
+    pub retry_base_ms: u64,
+    /// Growth of the bound per attempt.
+    pub retry_factor: u32,
+    /// Largest retry delay bound, in milliseconds.
+    pub retry_cap_ms: u64,
+    /// Truncation budget in bytes of compact JSON, per result.
+    pub budget_bytes: usize,
+    /// `report` or `abort`.
+    pub malformed: MalformedPolicy,
+    /// The Nth consecutive identical batch is not run.
+    pub loop_threshold: u32,
+    /// Tools whose batches neither count for nor reset the loop detector.
+    pub loop_exempt: Vec<String>,
+    /// Read-only calls running at once in a batch.
+    pub max_parallel: usize,
+    /// Consecutive failed calls that abort the loop.
+    pub max_consecutive_errors: u32,
+    /// `max_per_turn` for dangerous tools that set none.
+    pub dangerous_max_per_turn: u32,
+    /// Full results kept per session for `read_result`.
+    pub results_per_session: usize,
+    /// Bytes of full results kept per session.
+    pub results_bytes_per_session: usize,
+    /// How long an ask waits for an answer, in milliseconds.
+    pub approval_timeout_ms: u64,
+    /// Record arguments and results on spans (off: they may hold secrets).
+    pub trace_content: bool,
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        Self {
+            timeout_ms: 300_000,
+            deadline_ms: 600_000,
+            retry_attempts: 4,
+            retry_base_ms: 1_000,
+            retry_factor: 2,
+            retry_cap_ms: 10_000,
+            budget_bytes: 65_536,
+            malformed: MalformedPolicy::Report,
+            loop_threshold: 3,
+            loop_exempt: Vec::new(),
+            max_parallel: 8,
+            max_consecutive_errors: 5,
+            dangerous_max_per_turn: 1,
+            results_per_session: 64,
+            results_bytes_per_session: 64 << 20,
+            approval_timeout_ms: 120_000,
+            trace_content: false,
+        }
+    }
+}
+
+impl EngineConfig {
+    /// The default retry policy.
+    pub fn retry(&self) -> RetryPolicy {
+        RetryPolicy {
+            max_attempts: self.retry_attempts.max(1),
+            base: Duration::from_millis(self.retry_base_ms),
+            factor: self.retry_factor.max(1),
+            cap: Duration::from_millis(self.retry_cap_ms),
+        }
+    }
+
+    /// Checks values that would make the engine misbehave.
+    pub fn check(&self) -> Result<(), String> {
+        if self.timeout_ms == 0 || self.deadline_ms == 0 {
+            return Err("engine.timeout_ms and engine.deadline_ms must be greater than 0".into());
+        }
+        if self.max_parallel == 0 {
+            return Err("engine.max_parallel must be at least 1".into());
+        }
+        if self.loop_threshold < 2 {
+            return Err("engine.loop_threshold must be at least 2".into());
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,880 @@
+//! The dispatcher: the only place that knows the order of the stages. `run_turn` takes a model
+//! answer and returns the messages to append; `run_call` takes one call through stages 2–13.
+
+use crate::config::{EngineConfig, MalformedPolicy};
+use crate::error::{CallError, ErrorKind};
+use crate::events::{Event, EventSink, NoEvents};
+use crate::execute::{ExecFailure, ExecPolicy, execute};
+use crate::formats::{self, Answer, CallEcho, Format, ToolResult, ToolView};
+use crate::parse::{self, Malformed};
+use crate::permit::{Answer as Approval, ApprovalRequest, Source, Verdict, decide};
+use crate::registry::{Entry, Registry, provider_safe};
+use crate::result::{json_size, normalize_empty, truncate};
+use crate::session::Session;
+use crate::tool::{Category, ProgressSink, ToolContext};
+use crate::types::{CallId, ToolCall, ToolName, TurnId};
+use crate::validate::ValidateOptions;
+use serde::Serialize;
+use serde_json::Value;
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::{RwLock, Semaphore};
+use tokio::task::JoinSet;
+use tokio::time::Instant;
+use tracing::Instrument;
+
+/// Why a call (and with it the loop) aborts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AbortReason {
+    /// A stop or kill.
+    StoppedByUser,
+    /// A malformed call under `malformed = "abort"`.
+    MalformedCall,
+    /// The consecutive-error cap was reached.
+    ConsecutiveErrors,
+    /// The loop detector tripped.
+    LoopDetected,
+    /// A post hook stopped the run.
+    PostHookStop,
+}
+
+impl AbortReason {
+    /// The stable string.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::StoppedByUser => "stopped_by_user",
+            Self::MalformedCall => "malformed_call",
+            Self::ConsecutiveErrors => "consecutive_errors",
+            Self::LoopDetected => "loop_detected",
+            Self::PostHookStop => "post_hook_stop",
+        }
+    }
+}
+
+/// The outcome of one call.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Outcome {
+    /// The normal case: append `entry`.
+    Recorded {
+        /// The result the model sees.
+        entry: ToolResult,
+        /// Whether the call succeeded.
+        success: bool,
+        /// Whether the turn ends after this batch.
+        end_turn: bool,
+    },
+    /// The tool asked for the turn to be re-run with this context; nothing is recorded.
+    Restart {
+        /// What to add to the model's context.
+        context: Value,
+    },
+    /// The loop must stop. `entry` is the result the history gets if the conversation continues
+    /// (a synthetic `canceled` for a killed or never-started call), so every call id keeps exactly
+    /// one result.
+    Abort {
+        /// Why.
+        reason: AbortReason,
+        /// The call's result for the history.
+        entry: ToolResult,
+    },
+}
+
+impl Outcome {
+    /// The history entry, if the outcome has one.
+    pub fn entry(&self) -> Option<&ToolResult> {
+        match self {
+            Self::Recorded { entry, .. } | Self::Abort { entry, .. } => Some(entry),
+            Self::Restart { .. } => None,
+        }
+    }
+}
+
+/// How a turn ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TurnStatus {
+    /// The answer had no tool calls: it is the final answer.
+    FinalAnswer,
+    /// Results were recorded; call the model again.
+    Continue,
+    /// A terminal tool ran: the turn ends.
+    EndTurn,
+    /// A tool asked for the turn to be re-run with more context.
+    Restart,
+    /// The loop must stop.
+    Aborted(AbortReason),
+}
+
+impl TurnStatus {
+    /// The stable string (`continue`, `end_turn`, `stopped_by_user`, …).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::FinalAnswer => "final_answer",
+            Self::Continue => "continue",
+            Self::EndTurn => "end_turn",
+            Self::Restart => "restart",
+            Self::Aborted(r) => r.as_str(),
+        }
+    }
+}
+
+/// What a turn produced.
+#[derive(Clone, Debug)]
+pub struct TurnOutcome {
+    /// The messages to append, in the answer's format: the assistant message, then the results.
+    pub messages: Vec<Value>,
+    /// Each call's outcome, in the model's order.
+    pub outcomes: Vec<Outcome>,
+    /// How the turn ended.
+    pub status: TurnStatus,
+    /// The context a `Restart` asked for.
+    pub restart_context: Option<Value>,
+}
+
+impl TurnOutcome {
+    /// The results, in the model's order (one per call id, except after a restart).
+    pub fn results(&self) -> impl Iterator<Item = &ToolResult> {
+        self.outcomes.iter().filter_map(Outcome::entry)
+    }
+}
+
+/// Per-turn settings.
+#[derive(Clone, Debug, Default)]
+pub struct TurnOptions {
+    /// The agent loop's iteration.
+    pub iteration: u32,
+    /// Deliberate mode: only these tools are exposed this turn.
+    pub allowlist: Option<Vec<ToolName>>,
+}
+
+/// State shared by the calls of one turn.
+pub struct TurnState {
+    id: TurnId,
+    iteration: u32,
+    allowlist: Option<HashSet<ToolName>>,
+    executed: Mutex<HashMap<ToolName, u32>>,
+}
+
+impl TurnState {
+    /// A new turn.
+    pub fn new(options: TurnOptions) -> Self {
+        Self {
+            id: TurnId::generate(),
+            iteration: options.iteration,
+            allowlist: options.allowlist.map(|a| a.into_iter().collect()),
+            executed: Mutex::new(HashMap::new()),
+        }
+    }
+
+    fn exposes(&self, name: &ToolName) -> bool {
+        self.allowlist.as_ref().is_none_or(|a| a.contains(name))
+    }
+}
+
+/// The engine: a registry, a configuration and an event sink.
+pub struct Engine {
+    registry: Arc<Registry>,
+    config: EngineConfig,
+    events: Arc<dyn EventSink>,
+}
+
+impl Engine {
+    /// An engine over these tools.
+    pub fn new(registry: Registry, config: EngineConfig) -> Self {
+        Self {
+            registry: Arc::new(registry),
+            config,
+            events: Arc::new(NoEvents),
+        }
+    }
+
+    /// Sends events to `sink`.
+    pub fn with_events(mut self, sink: Arc<dyn EventSink>) -> Self {
+        self.events = sink;
+        self
+    }
+
+    /// The tools.
+    pub fn registry(&self) -> &Registry {
+        &self.registry
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &EngineConfig {
+        &self.config
+    }
+
+    /// The schemas of the tools exposed this turn, in a provider's format, sorted by name.
+    pub fn tool_list(&self, format: Format, turn: &TurnOptions) -> Value {
+        let allow: Option<HashSet<&str>> = turn
+            .allowlist
+            .as_ref()
+            .map(|a| a.iter().map(ToolName::as_str).collect());
+        let views: Vec<ToolView<'_>> = self
+            .registry
+            .entries()
+            .filter(|e| allow.as_ref().is_none_or(|a| a.contains(e.name().as_str())))
+            .map(|e| ToolView {
+                name: e.provider_name(),
+                description: e.tool().description(),
+                parameters: e.tool().parameters(),
+                output_schema: e.tool().output_schema(),
+                annotations: e.tool().spec().annotations,
+            })
+            .collect();
+        formats::tool_list(format, &views)
+    }
+
+    /// Runs every call of a model answer and returns the messages to append.
+    pub async fn run_turn(self: &Arc<Self>, session: &Arc<Session>, answer: &Answer, options: TurnOptions) -> TurnOutcome {
+        let turn = Arc::new(TurnState::new(options));
+        // Stage 1, for the whole batch.
+        let parsed: Vec<Result<ToolCall, Malformed>> = answer
+            .calls
+            .iter()
+            .map(|raw| parse::normalize(raw, &self.registry, answer.cut_off))
+            .collect();
+        let echoes: Vec<CallEcho> = parsed.iter().map(|p| self.echo(p)).collect();
+        let mut messages = formats::assistant_messages(answer, &echoes);
+        if parsed.is_empty() {
+            self.emit_messages(&messages);
+            return TurnOutcome {
+                messages,
+                outcomes: Vec::new(),
+                status: TurnStatus::FinalAnswer,
+                restart_context: None,
+            };
+        }
+        let outcomes = self.run_parsed(session, &turn, parsed).await;
+        let status = turn_status(&outcomes);
+        let restart_context = outcomes.iter().find_map(|o| match o {
+            Outcome::Restart { context } => Some(context.clone()),
+            _ => None,
+        });
+        if status == TurnStatus::Restart {
+            messages.clear();
+        } else {
+            let results: Vec<ToolResult> = outcomes.iter().filter_map(Outcome::entry).cloned().collect();
+            messages.extend(formats::result_messages(answer.format, &results));
+        }
+        self.emit_messages(&messages);
+        TurnOutcome {
+            messages,
+            outcomes,
+            status,
+            restart_context,
+        }
+    }
+
+    fn emit_messages(&self, messages: &[Value]) {
+        for m in messages {
+            self.events.emit(&Event::MessageAdded { message: m.clone() });
+        }
+    }
+
+    fn echo(&self, parsed: &Result<ToolCall, Malformed>) -> CallEcho {
+        match parsed {
+            Ok(call) => CallEcho {
+                id: call.id.clone(),
+                name: self.provider_name(&call.name),
+                arguments: Some(call.arguments.clone()),
+            },
+            Err(m) => CallEcho {
+                id: m.id.clone(),
+                name: m.name.as_deref().map_or_else(|| "unknown".to_owned(), provider_safe),
+                arguments: None,
+            },
+        }
+    }
+
+    fn provider_name(&self, name: &ToolName) -> String {
+        self.registry
+            .get(name.as_str())
+            .map_or_else(|| provider_safe(name.as_str()), |e| e.provider_name().to_owned())
+    }
+
+    /// Stages 2–13 for a batch of normalised calls, in the model's order.
+    async fn run_parsed(
+        self: &Arc<Self>,
+        session: &Arc<Session>,
+        turn: &Arc<TurnState>,
+        parsed: Vec<Result<ToolCall, Malformed>>,
+    ) -> Vec<Outcome> {
+        let any_malformed = parsed.iter().any(Result::is_err);
+        if any_malformed && self.config.malformed == MalformedPolicy::Abort {
+            return parsed
+                .into_iter()
+                .map(|p| match p {
+                    Err(m) => self.abort_with(AbortReason::MalformedCall, &m.id, m.name.as_deref().unwrap_or("unknown"), m.error),
+                    Ok(c) => self.abort_with(
+                        AbortReason::MalformedCall,
+                        &c.id,
+                        &self.provider_name(&c.name),
+                        CallError::new(ErrorKind::Canceled, "Not run: another call in this batch was malformed, so the batch was aborted. Reissue the calls."),
+                    ),
+                })
+                .collect();
+        }
+        // Stage 2 for the whole batch: a pending stop aborts before anything runs.
+        if session.stop_requested() {
+            return parsed.iter().map(|p| self.never_started(p)).collect();
+        }
+        // Stage 6, batch part: the Nth identical batch is not run.
+        let valid: Vec<&ToolCall> = parsed.iter().filter_map(|p| p.as_ref().ok()).collect();
+        if !valid.is_empty() {
+            let args: Vec<Value> = valid.iter().map(|c| c.arguments_value()).collect();
+            let tripped = session
+                .loop_detector
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .observe(valid.iter().zip(&args).map(|(c, a)| (c.name.as_str(), a)));
+            if tripped {
+                let n = self.config.loop_threshold;
+                return parsed
+                    .iter()
+                    .map(|p| {
+                        let (id, name) = id_and_name(p);
+                        self.abort_with(
+                            AbortReason::LoopDetected,
+                            id,
+                            &self.provider_name(&name),
+                            CallError::new(
+                                ErrorKind::LoopDetected,
+                                format!("The same tool calls were repeated {n} times in a row, so this batch was not run. Try a different approach."),
+                            )
+                            .with("repeats", n),
+                        )
+                    })
+                    .collect();
+            }
+        }
+        if parsed.len() == 1 {
+            let queued = Instant::now();
+            let p = parsed.into_iter().next();
+            return match p {
+                Some(Ok(call)) => vec![self.run_call_at(session, turn, call, queued).await],
+                Some(Err(m)) => vec![self.malformed(session, m)],
+                None => Vec::new(),
+            };
+        }
+        self.schedule(session, turn, parsed).await
+    }
+
+    /// Runs a batch: calls start in order; read-only calls share a read lock (bounded), every other
+    /// call takes the write lock, so it waits for all earlier calls and blocks all later ones.
+    async fn schedule(
+        self: &Arc<Self>,
+        session: &Arc<Session>,
+        turn: &Arc<TurnState>,
+        parsed: Vec<Result<ToolCall, Malformed>>,
+    ) -> Vec<Outcome> {
+        let lock = Arc::new(RwLock::new(()));
+        let readers = Arc::new(Semaphore::new(self.config.max_parallel.max(1)));
+        let mut set = JoinSet::new();
+        let mut slots: Vec<Option<Outcome>> = vec![None; parsed.len()];
+        let mut fallback: Vec<(CallId, String)> = Vec::with_capacity(parsed.len());
+        for (index, p) in parsed.into_iter().enumerate() {
+            let (id, name) = id_and_name(&p);
+            fallback.push((id.clone(), self.provider_name(&name)));
+            let call = match p {
+                Ok(call) => call,
+                Err(m) => {
+                    slots[index] = Some(self.malformed(session, m));
+                    continue;
+                }
+            };
+            let queued = Instant::now();
+            let read_only = self
+                .registry
+                .get(call.name.as_str())
+                .is_none_or(|e| e.tool().spec().annotations.read_only);
+            let engine = Arc::clone(self);
+            let session = Arc::clone(session);
+            let turn = Arc::clone(turn);
+            if read_only {
+                let permit = readers.clone().acquire_owned().await;
+                let guard = lock.clone().read_owned().await;
+                set.spawn(async move {
+                    let outcome = engine.run_call_at(&session, &turn, call, queued).await;
+                    drop((guard, permit));
+                    (index, outcome)
+                });
+            } else {
+                let guard = lock.clone().write_owned().await;
+                set.spawn(async move {
+                    let outcome = engine.run_call_at(&session, &turn, call, queued).await;
+                    drop(guard);
+                    (index, outcome)
+                });
+            }
+        }
+        while let Some(joined) = set.join_next().await {
+            match joined {
+                Ok((index, outcome)) => slots[index] = Some(outcome),
+                Err(e) => tracing::error!(error = %e, "a tool call task failed"),
+            }
+        }
+        // A call whose task panicked still gets exactly one result.
+        slots
+            .into_iter()
+            .zip(fallback)
+            .map(|(slot, (id, name))| {
+                slot.unwrap_or_else(|| {
+                    let error = CallError::new(ErrorKind::ExecutionFailed, "The tool crashed while running this call.");
+                    self.recorded_failure(session, &id, &name, error)
+                })
+            })
+            .collect()
+    }
+
+    /// One call through stages 2–13, outside any batch (the `call` command, the gateway).
+    pub async fn run_call(&self, session: &Arc<Session>, call: ToolCall, options: TurnOptions) -> Outcome {
+        let turn = TurnState::new(options);
+        self.run_call_at(session, &turn, call, Instant::now()).await
+    }
+
+    async fn run_call_at(&self, session: &Arc<Session>, turn: &TurnState, call: ToolCall, queued: Instant) -> Outcome {
+        let span = tracing::info_span!(
+            "execute_tool",
+            otel.name = tracing::field::Empty,
+            otel.kind = "internal",
+            gen_ai.operation.name = "execute_tool",
+            gen_ai.tool.name = %call.name,
+            gen_ai.tool.call.id = %call.id,
+            gen_ai.tool.description = tracing::field::Empty,
+            gen_ai.tool.type = "function",
+            gen_ai.tool.call.arguments = tracing::field::Empty,
+            error.type = tracing::field::Empty,
+        );
+        if !span.is_disabled() {
+            span.record("otel.name", format!("execute_tool {}", call.name).as_str());
+            if let Some(e) = self.registry.get(call.name.as_str()) {
+                span.record("gen_ai.tool.description", e.tool().description());
+            }
+            if self.config.trace_content {
+                span.record("gen_ai.tool.call.arguments", call.arguments_value().to_string().as_str());
+            }
+        }
+        let outcome = self.pipeline(session, turn, call, queued).instrument(span.clone()).await;
+        if let Some(kind) = outcome.entry().and_then(|e| e.error_kind) {
+            span.record("error.type", kind.as_str());
+        }
+        outcome
+    }
+
+    async fn pipeline(&self, session: &Arc<Session>, turn: &TurnState, call: ToolCall, queued: Instant) -> Outcome {
+        self.events.emit(&Event::CallStarted {
+            session_id: session.id.clone(),
+            call_id: call.id.clone(),
+            tool: call.name.clone(),
+            repair: call.repair.clone(),
+        });
+        let mut stats = Stats {
+            queued,
+            ..Stats::default()
+        };
+        // 2. stop check
+        if session.stop_requested() {
+            let outcome = self.never_started(&Ok(call.clone()));
+            self.finish(&call, &outcome, &stats);
+            return outcome;
+        }
+        // 3. lookup
+        let Some(entry) = self.registry.get(call.name.as_str()) else {
+            let candidates = self.registry.entries().filter(|e| turn.exposes(e.name())).map(|e| e.provider_name());
+            let suggestions = Registry::suggestions(call.name.as_str(), candidates);
+            let mut message = format!("There is no tool named {:?}.", call.name.as_str());
+            if !suggestions.is_empty() {
+                message.push_str(&format!(" Did you mean {}?", quote_list(&suggestions)));
+            }
+            let error = CallError::new(ErrorKind::UnknownTool, message).with("suggestions", suggestions);
+            let outcome = self.recorded_failure(session, &call.id, &provider_safe(call.name.as_str()), error);
+            self.finish(&call, &outcome, &stats);
+            return outcome;
+        };
+        let outcome = self.pipeline_known(session, turn, &call, entry, &mut stats).await;
+        self.finish(&call, &outcome, &stats);
+        outcome
+    }
+
+    async fn pipeline_known(
+        &self,
+        session: &Arc<Session>,
+        turn: &TurnState,
+        call: &ToolCall,
+        entry: &Entry,
+        stats: &mut Stats,
+    ) -> Outcome {
+        let tool = entry.tool();
+        let spec = tool.spec();
+        let name = entry.provider_name();
+        let fail = |error: CallError| self.recorded_failure(session, &call.id, name, error);
+        // 4. exposure
+        if !turn.exposes(entry.name()) {
+            let allowed: Vec<String> = self
+                .registry
+                .entries()
+                .filter(|e| turn.exposes(e.name()))
+                .map(|e| e.provider_name().to_owned())
+                .collect();
+            return fail(
+                CallError::new(
+                    ErrorKind::NotAvailable,
+                    format!("The tool {name:?} is not available this turn. Use one of: {}.", allowed.join(", ")),
+                )
+                .with("allowed_tools", allowed),
+            );
+        }
+        // 5. validate
+        let compiled = match entry.compiled() {
+            Ok(c) => c,
+            Err(message) => return fail(CallError::new(ErrorKind::ExecutionFailed, message)),
+        };
+        let mut args = call.arguments_value();
+        match compiled.check(&mut args, ValidateOptions::default()) {
+            Ok(warnings) if !warnings.is_empty() => {
+                tracing::warn!(call_id = %call.id, ?warnings, "arguments adjusted");
+                self.events.emit(&Event::ArgumentsAdjusted {
+                    call_id: call.id.clone(),
+                    warnings,
+                });
+            }
+            Ok(_) => {}
+            Err(error) => return fail(error),
+        }
+        let call = &ToolCall {
+            arguments: match &args {
+                Value::Object(m) => m.clone(),
+                _ => call.arguments.clone(),
+            },
+            ..call.clone()
+        };
+        // 6. guards (per call): the per-turn cap is checked and counted where the call reaches execution.
+        // 7. permission
+        let decision = decide(call, spec, session.policy);
+        let (allowed, source, reason) = match decision.verdict {
+            Verdict::Allow => (true, decision.source, decision.reason),
+            Verdict::Deny => (false, decision.source, decision.reason),
+            // 8. pre hooks (none configured yet), then approval
+            Verdict::Ask => self.ask(session, call, spec.subject.argument(), decision.reason).await,
+        };
+        let decision_str = match (allowed, source) {
+            (true, _) => "allow",
+            (false, Source::ContextCanceled) => "canceled",
+            (false, _) => "deny",
+        };
+        self.events.emit(&Event::Verdict {
+            call_id: call.id.clone(),
+            tool: entry.name().clone(),
+            decision: decision_str,
+            source: source.as_str(),
+            reason: reason.clone(),
+        });
+        tracing::debug!(call_id = %call.id, decision = decision_str, source = source.as_str(), "permission verdict");
+        if !allowed {
+            return match source {
+                Source::ContextCanceled => self.abort_with(
+                    AbortReason::StoppedByUser,
+                    &call.id,
+                    name,
+                    CallError::new(ErrorKind::Canceled, "The call was canceled by the user before it ran."),
+                ),
+                Source::UserRejected => fail(
+                    CallError::new(ErrorKind::RejectedByUser, format!("The user rejected this call: {reason}")).with("source", source.as_str()),
+                ),
+                Source::NonInteractiveDeny => fail(
+                    CallError::new(
+                        ErrorKind::PermissionDenied,
+                        format!(
+                            "Calling {name:?} needs approval and nobody can approve it here; the user can allow it with --yes, --yolo or an allow rule for {name:?}."
+                        ),
+                    )
+                    .with("source", source.as_str()),
+                ),
+                _ => fail(
+                    CallError::new(ErrorKind::PermissionDenied, format!("Calling {name:?} is not permitted: {reason}."))
+                        .with("source", source.as_str()),
+                ),
+            };
+        }
+        // 6 (continued). per-turn cap, counted at execution
+        let cap = spec.max_per_turn.or(match spec.category {
+            Category::Dangerous => Some(self.config.dangerous_max_per_turn),
+            _ => None,
+        });
+        if let Some(cap) = cap {
+            let mut executed = turn.executed.lock().unwrap_or_else(|p| p.into_inner());
+            let n = executed.entry(entry.name().clone()).or_insert(0);
+            if *n >= cap {
+                drop(executed);
+                return fail(
+                    CallError::new(
+                        ErrorKind::RateLimited,
+                        format!("{name:?} may run at most {cap} time(s) per turn; call it again in a later turn."),
+                    )
+                    .with("max_per_turn", cap),
+                );
+            }
+            *n += 1;
+        }
+        // 9. cache (no cacheable tool is configured yet: every call executes)
+        // 10. execute
+        let kill = session.kill_token();
+        let ctx = ToolContext {
+            session_id: session.id.clone(),
+            turn_id: turn.id.clone(),
+            iteration: turn.iteration,
+            cancel: kill.child_token(),
+            workspace: session.workspace.clone(),
+            principal: session.principal.clone(),
+            progress: ProgressSink::default(),
+            results: session.results.clone(),
+        };
+        let policy = ExecPolicy {
+            timeout: spec.timeout.unwrap_or(Duration::from_millis(self.config.timeout_ms)),
+            deadline: spec.deadline.unwrap_or(Duration::from_millis(self.config.deadline_ms)),
+            retry: spec.retry.unwrap_or_else(|| self.config.retry()),
+            retry_allowed: spec.retry_allowed(),
+        };
+        stats.waiting = stats.queued.elapsed();
+        let report = execute(tool.as_ref(), &ctx, &args, policy, &kill, self.events.as_ref(), &call.id).await;
+        stats.attempts = report.attempts;
+        stats.running = report.running;
+        let output = match report.result {
+            Ok(output) => output,
+            Err(ExecFailure::Killed) => {
+                return self.abort_with(
+                    AbortReason::StoppedByUser,
+                    &call.id,
+                    name,
+                    CallError::new(ErrorKind::Canceled, "The call was canceled by the user while it ran; its partial result was discarded."),
+                );
+            }
+            Err(ExecFailure::Timeout { limit }) => {
+                return fail(
+                    CallError::new(
+                        ErrorKind::Timeout,
+                        format!("The tool did not finish within {} ms and was stopped.", limit.as_millis()),
+                    )
+                    .with("attempts", report.attempts)
+                    .with("timeout_ms", limit.as_millis() as u64),
+                );
+            }
+            Err(ExecFailure::Failed(e)) => {
+                return fail(
+                    CallError::new(ErrorKind::ExecutionFailed, e.to_string())
+                        .with("attempts", report.attempts)
+                        .with("retryable", e.is_retryable()),
+                );
+            }
+        };
+        if let Some(context) = output.restart {
+            return Outcome::Restart { context };
+        }
+        // 11. result
+        if let Some(schema) = tool.output_schema()
+            && let Ok(compiled) = crate::validate::CompiledSchema::compile(schema)
+            && !compiled.is_valid(&output.content)
+        {
+            let violations = compiled.violations(&output.content);
+            return fail(
+                CallError::new(ErrorKind::ResultInvalid, "The tool returned a result that does not match its output schema.")
+                    .with("errors", serde_json::to_value(violations).unwrap_or(Value::Null)),
+            );
+        }
+        let content = normalize_empty(output.content);
+        let budget = spec.budget.unwrap_or(self.config.budget_bytes);
+        let size = json_size(&content);
+        let content = if size > budget {
+            let full = Arc::new(content);
+            let handle = session.results.put(&session.id, full.clone(), size).await;
+            let t = truncate(&full, budget, Some(&handle));
+            stats.truncated = t.truncated;
+            t.value
+        } else {
+            content
+        };
+        // 12. post hooks (none configured yet)
+        // 13. record
+        session.consecutive_errors.store(0, Ordering::SeqCst);
+        Outcome::Recorded {
+            entry: ToolResult {
+                call_id: call.id.clone(),
+                name: name.to_owned(),
+                content,
+                is_error: false,
+                error_kind: None,
+            },
+            success: true,
+            end_turn: spec.category == Category::Terminal || output.end_turn,
+        }
+    }
+
+    /// Stage 8's approval: asks the session's approver (one ask at a time), within the timeout,
+    /// raced with a kill.
+    async fn ask(&self, session: &Arc<Session>, call: &ToolCall, subject: Option<&str>, reason: String) -> (bool, Source, String) {
+        let kill = session.kill_token();
+        let request = ApprovalRequest {
+            call: call.clone(),
+            subject: subject.and_then(|key| call.arguments.get(key)).map(|v| match v {
+                Value::String(s) => s.clone(),
+                other => other.to_string(),
+            }),
+            reason: reason.clone(),
+        };
+        let timeout = Duration::from_millis(self.config.approval_timeout_ms);
+        let answer = tokio::select! {
+            biased;
+            _ = kill.cancelled() => return (false, Source::ContextCanceled, "the session was stopped while the call waited for approval".into()),
+            answer = async {
+                let _one_at_a_time = session.asking.lock().await;
+                tokio::time::timeout(timeout, session.approver.approve(&request)).await
+            } => answer,
+        };
+        match answer {
+            Err(_) => (false, Source::UserRejected, format!("nobody approved it within {} ms", timeout.as_millis())),
+            Ok(Approval::ApproveOnce) => (true, Source::UserApproved, "approved once".into()),
+            Ok(Approval::ApproveSession) => (true, Source::UserApprovedSession, "approved for the session".into()),
+            Ok(Approval::ApproveTool) => (true, Source::UserApprovedTool, "tool approved for the session".into()),
+            Ok(Approval::ApproveRule(rule)) => (true, Source::UserApprovedRule, format!("approved by rule {rule}")),
+            Ok(Approval::Reject(why)) => (false, Source::UserRejected, why.unwrap_or_else(|| "no reason given".into())),
+            Ok(Approval::Unavailable) => (false, Source::NonInteractiveDeny, reason),
+        }
+    }
+
+    fn malformed(&self, session: &Arc<Session>, m: Malformed) -> Outcome {
+        let name = m.name.as_deref().map_or_else(|| "unknown".to_owned(), provider_safe);
+        self.recorded_failure(session, &m.id, &name, m.error)
+    }
+
+    /// A failed call's entry; the consecutive-error cap turns the Nth into an abort.
+    fn recorded_failure(&self, session: &Arc<Session>, id: &CallId, name: &str, error: CallError) -> Outcome {
+        let entry = error_entry(id, name, &error);
+        let failures = session.consecutive_errors.fetch_add(1, Ordering::SeqCst) + 1;
+        if self.config.max_consecutive_errors > 0 && failures >= self.config.max_consecutive_errors {
+            session.consecutive_errors.store(0, Ordering::SeqCst);
+            return Outcome::Abort {
+                reason: AbortReason::ConsecutiveErrors,
+                entry,
+            };
+        }
+        Outcome::Recorded {
+            entry,
+            success: false,
+            end_turn: false,
+        }
+    }
+
+    fn abort_with(&self, reason: AbortReason, id: &CallId, name: &str, error: CallError) -> Outcome {
+        Outcome::Abort {
+            reason,
+            entry: error_entry(id, name, &error),
+        }
+    }
+
+    fn never_started(&self, p: &Result<ToolCall, Malformed>) -> Outcome {
+        let (id, name) = id_and_name(p);
+        self.abort_with(
+            AbortReason::StoppedByUser,
+            id,
+            &self.provider_name(&name),
+            CallError::new(ErrorKind::Canceled, "The call was not run because the user stopped the turn."),
+        )
+    }
+
+    fn finish(&self, call: &ToolCall, outcome: &Outcome, stats: &Stats) {
+        let (success, error_type) = match outcome {
+            Outcome::Recorded { success, entry, .. } => (*success, entry.error_kind.map(ErrorKind::as_str)),
+            Outcome::Restart { .. } => (true, None),
+            Outcome::Abort { entry, .. } => (false, entry.error_kind.map(ErrorKind::as_str)),
+        };
+        let total = stats.queued.elapsed();
+        let running = stats.running;
+        let waiting = if stats.attempts > 0 { stats.waiting } else { total };
+        tracing::info!(
+            tool = %call.name,
+            call_id = %call.id,
+            success,
+            error_type,
+            attempts = stats.attempts,
+            duration_ms = total.as_secs_f64() * 1e3,
+            waiting_ms = waiting.as_secs_f64() * 1e3,
+            running_ms = running.as_secs_f64() * 1e3,
+            "tool call finished"
+        );
+        self.events.emit(&Event::CallFinished {
+            call_id: call.id.clone(),
+            tool: call.name.clone(),
+            success,
+            error_type,
+            attempts: stats.attempts,
+            duration_ms: total.as_millis() as u64,
+            waiting_ms: waiting.as_millis() as u64,
+            running_ms: running.as_millis() as u64,
+            truncated: stats.truncated,
+        });
+    }
+}
+
+#[derive(Clone, Copy)]
+struct Stats {
+    queued: Instant,
+    waiting: Duration,
+    running: Duration,
+    attempts: u32,
+    truncated: bool,
+}
+
+impl Default for Stats {
+    fn default() -> Self {
+        Self {
+            queued: Instant::now(),
+            waiting: Duration::ZERO,
+            running: Duration::ZERO,
+            attempts: 0,
+            truncated: false,
+        }
+    }
+}
+
+fn id_and_name(p: &Result<ToolCall, Malformed>) -> (&CallId, ToolName) {
+    match p {
+        Ok(c) => (&c.id, c.name.clone()),
+        Err(m) => (&m.id, ToolName::new(m.name.as_deref().unwrap_or("unknown"))),
+    }
+}
+
+fn error_entry(id: &CallId, name: &str, error: &CallError) -> ToolResult {
+    ToolResult {
+        call_id: id.clone(),
+        name: name.to_owned(),
+        content: error.to_json(),
+        is_error: true,
+        error_kind: Some(error.kind),
+    }
+}
+
+fn quote_list(names: &[String]) -> String {
+    names.iter().map(|n| format!("{n:?}")).collect::<Vec<_>>().join(", ")
+}
+
+/// The turn's status from its calls' outcomes: the first abort in the model's order wins, then a
+/// restart, then a terminal tool.
+pub fn turn_status(outcomes: &[Outcome]) -> TurnStatus {
+    if let Some(reason) = outcomes.iter().find_map(|o| match o {
+        Outcome::Abort { reason, .. } => Some(*reason),
+        _ => None,
+    }) {
+        return TurnStatus::Aborted(reason);
+    }
+    if outcomes.iter().any(|o| matches!(o, Outcome::Restart { .. })) {
+        return TurnStatus::Restart;
+    }
+    if outcomes.iter().any(|o| matches!(o, Outcome::Recorded { end_turn: true, .. })) {
+        return TurnStatus::EndTurn;
+    }
+    TurnStatus::Continue
+}

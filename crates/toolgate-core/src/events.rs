@@ -1,0 +1,116 @@
+//! The event stream for UIs and tests: call started, repaired, verdict, retry, result, message added.
+
+use crate::types::{CallId, Repair, SessionId, ToolName};
+use serde::Serialize;
+use serde_json::Value;
+use tokio::sync::mpsc;
+
+/// Something that happened to a call or a conversation.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum Event {
+    /// A call entered the pipeline (after stage 1).
+    CallStarted {
+        /// The session.
+        session_id: SessionId,
+        /// The call.
+        call_id: CallId,
+        /// The tool named.
+        tool: ToolName,
+        /// What stage 1 repaired, if anything.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        repair: Option<Repair>,
+    },
+    /// Validation changed the arguments (coercions, dropped keys).
+    ArgumentsAdjusted {
+        /// The call.
+        call_id: CallId,
+        /// What was changed.
+        warnings: Vec<String>,
+    },
+    /// The permission verdict, with DESIGN.md's decision and source strings.
+    Verdict {
+        /// The call.
+        call_id: CallId,
+        /// The tool.
+        tool: ToolName,
+        /// `allow`, `deny` or `canceled`.
+        decision: &'static str,
+        /// Where the verdict came from (`readonly_hint`, `user_approved`, …).
+        source: &'static str,
+        /// Why.
+        reason: String,
+    },
+    /// A failed attempt is retried after a delay.
+    Retry {
+        /// The call.
+        call_id: CallId,
+        /// The attempt that failed (1-based).
+        attempt: u32,
+        /// The delay before the next attempt.
+        delay_ms: u64,
+        /// The upper bound the delay was drawn under.
+        bound_ms: u64,
+        /// The failure.
+        error: String,
+    },
+    /// A call finished, whatever its outcome.
+    CallFinished {
+        /// The call.
+        call_id: CallId,
+        /// The tool.
+        tool: ToolName,
+        /// Whether it succeeded.
+        success: bool,
+        /// The error type, for failures.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        error_type: Option<&'static str>,
+        /// Attempts made (0 when it never ran).
+        attempts: u32,
+        /// Whole duration.
+        duration_ms: u64,
+        /// Time in gates and approval.
+        waiting_ms: u64,
+        /// Time in the tool.
+        running_ms: u64,
+        /// Whether the result was truncated.
+        truncated: bool,
+    },
+    /// A message was added to the conversation.
+    MessageAdded {
+        /// The message, in the session's format.
+        message: Value,
+    },
+}
+
+/// Receives events. Must not block: it runs on the engine's path.
+pub trait EventSink: Send + Sync {
+    /// Takes one event.
+    fn emit(&self, event: &Event);
+}
+
+/// Drops every event.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct NoEvents;
+
+impl EventSink for NoEvents {
+    fn emit(&self, _: &Event) {}
+}
+
+/// Sends every event into an unbounded channel.
+#[derive(Clone, Debug)]
+pub struct ChannelEvents(mpsc::UnboundedSender<Event>);
+
+impl ChannelEvents {
+    /// A sink and the receiver its events arrive on.
+    pub fn new() -> (Self, mpsc::UnboundedReceiver<Event>) {
+        let (tx, rx) = mpsc::unbounded_channel();
+        (Self(tx), rx)
+    }
+}
+
+impl EventSink for ChannelEvents {
+    fn emit(&self, event: &Event) {
+        let _ = self.0.send(event.clone());
+    }
+}

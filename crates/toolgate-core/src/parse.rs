@@ -1,0 +1,382 @@
+//! Stage 1: normalise a provider's call into a `ToolCall`, repairing what can be repaired.
+//!
+//! A strict parse is tried first. Every repair marks the call `repaired` with what was done and
+//! whether a cut-off value was completed (such a repair may have invented arguments). What cannot
+//! be repaired becomes `malformed_call` with the parser's message.
+
+use crate::error::{CallError, ErrorKind};
+use crate::formats::{RawArguments, RawCall};
+use crate::registry::Registry;
+use crate::types::{CallId, Repair, ToolCall, ToolName};
+use serde_json::{Map, Value};
+
+/// The deepest nesting stage 1 accepts in arguments (serde_json's own limit is 128).
+pub const MAX_DEPTH: usize = 100;
+
+/// Prefixes models put before a tool's name.
+const NAME_PREFIXES: &[&str] = &["functions.", "function.", "tools.", "tool.", "functions/", "default_api."];
+
+/// A call that stage 1 could not make usable.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Malformed {
+    /// The id (given or generated), so the result can still be linked.
+    pub id: CallId,
+    /// The name as written, if any.
+    pub name: Option<String>,
+    /// The `malformed_call` error.
+    pub error: CallError,
+}
+
+/// Normalises one raw call. `cut_off` says the provider cut the answer at its token limit: then
+/// incomplete arguments are never completed.
+pub fn normalize(raw: &RawCall, registry: &Registry, cut_off: bool) -> Result<ToolCall, Malformed> {
+    let id = raw
+        .id
+        .as_deref()
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map_or_else(CallId::generate, CallId::new);
+    let malformed = |name: Option<String>, message: String| Malformed {
+        id: id.clone(),
+        name,
+        error: CallError::new(ErrorKind::MalformedCall, message),
+    };
+    let Some(written) = raw.name.as_deref().map(str::trim).filter(|n| !n.is_empty()) else {
+        return Err(malformed(None, "The tool call has no tool name. Call again with the tool's name.".into()));
+    };
+    let mut repair = raw.repair.clone().unwrap_or_default();
+    let name = resolve_name(written, registry, &mut repair.actions);
+
+    let (mut arguments, arg_repair) = match parse_arguments(&raw.arguments, cut_off) {
+        Ok(ok) => ok,
+        Err(message) => return Err(malformed(Some(written.to_owned()), message)),
+    };
+    if let Some(r) = arg_repair {
+        repair.actions.extend(r.actions);
+        repair.completed_cut_off |= r.completed_cut_off;
+        repair.raw = r.raw;
+    }
+    let extra: Map<String, Value> = raw
+        .extra
+        .iter()
+        .filter(|(k, _)| !matches!(k.as_str(), "reasoning" | "thought_signature" | "thoughtSignature"))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    if arguments.is_empty() && !extra.is_empty() {
+        arguments = extra;
+        repair.actions.push("moved_top_level_parameters".into());
+    }
+    let repair = (!repair.actions.is_empty()).then(|| {
+        if repair.raw.is_empty() {
+            repair.raw = raw_text(&raw.arguments);
+        }
+        tracing::warn!(call_id = %id, tool = %name, actions = ?repair.actions, "repaired tool call");
+        repair
+    });
+    Ok(ToolCall {
+        id,
+        name,
+        arguments,
+        repair,
+    })
+}
+
+fn raw_text(raw: &RawArguments) -> String {
+    match raw {
+        RawArguments::Missing => String::new(),
+        RawArguments::Text(t) => t.clone(),
+        RawArguments::Json(v) => v.to_string(),
+    }
+}
+
+fn resolve_name(written: &str, registry: &Registry, actions: &mut Vec<String>) -> ToolName {
+    if let Some(e) = registry.get(written) {
+        return e.name().clone();
+    }
+    let mut name = written;
+    for prefix in NAME_PREFIXES {
+        if let Some(rest) = name.strip_prefix(prefix)
+            && !rest.is_empty()
+        {
+            name = rest;
+            actions.push("stripped_name_prefix".into());
+            break;
+        }
+    }
+    if let Some(e) = registry.get(name) {
+        return e.name().clone();
+    }
+    if let Some(e) = registry.case_insensitive(name) {
+        actions.push("fixed_name_case".into());
+        return e.name().clone();
+    }
+    ToolName::new(name)
+}
+
+/// Reads arguments into an object. Empty or missing arguments are `{}` (not a repair).
+pub fn parse_arguments(raw: &RawArguments, cut_off: bool) -> Result<(Map<String, Value>, Option<Repair>), String> {
+    match raw {
+        RawArguments::Missing | RawArguments::Json(Value::Null) => Ok((Map::new(), None)),
+        RawArguments::Json(Value::Object(o)) => Ok((o.clone(), None)),
+        RawArguments::Json(Value::String(s)) => parse_text(s, cut_off),
+        RawArguments::Json(other) => Err(format!(
+            "The arguments must be a JSON object, not {}. Call again with an object.",
+            kind_name(other)
+        )),
+        RawArguments::Text(s) => parse_text(s, cut_off),
+    }
+}
+
+fn parse_text(text: &str, cut_off: bool) -> Result<(Map<String, Value>, Option<Repair>), String> {
+    if text.trim().is_empty() {
+        return Ok((Map::new(), None));
+    }
+    match serde_json::from_str::<Value>(text) {
+        Ok(Value::Object(o)) => return Ok((o, None)),
+        Ok(Value::Null) => return Ok((Map::new(), None)),
+        Ok(Value::String(inner)) => {
+            return match serde_json::from_str::<Value>(&inner) {
+                Ok(Value::Object(o)) => Ok((
+                    o,
+                    Some(Repair {
+                        actions: vec!["unwrapped_double_encoded_json".into()],
+                        completed_cut_off: false,
+                        raw: text.to_owned(),
+                    }),
+                )),
+                _ => Err("The arguments are a JSON string, not an object. Call again with an object.".into()),
+            };
+        }
+        Ok(other) => {
+            return Err(format!(
+                "The arguments must be a JSON object, not {}. Call again with an object.",
+                kind_name(&other)
+            ));
+        }
+        Err(_) => {}
+    }
+    let scan = scan(text);
+    if scan.depth > MAX_DEPTH {
+        return Err(format!(
+            "The arguments nest deeper than {MAX_DEPTH} levels. Call again with flatter arguments."
+        ));
+    }
+    if cut_off && scan.incomplete {
+        return Err("The arguments were cut off by the model's output token limit. Reissue the call with complete (or shorter) arguments.".into());
+    }
+    let (value, repair) = repair_json(text)?;
+    match value {
+        Value::Object(o) => Ok((o, repair)),
+        Value::Null => Ok((Map::new(), repair)),
+        other => Err(format!(
+            "The arguments must be a JSON object, not {}. Call again with an object.",
+            kind_name(&other)
+        )),
+    }
+}
+
+/// Parses JSON text, strictly first, then through repair. A repaired value comes with what was
+/// done; a JSON string that encodes an object is unwrapped.
+pub fn repair_json(text: &str) -> Result<(Value, Option<Repair>), String> {
+    if let Ok(v) = serde_json::from_str::<Value>(text) {
+        return Ok((v, None));
+    }
+    let scan = scan(text);
+    if scan.depth > MAX_DEPTH {
+        return Err(format!("The JSON nests deeper than {MAX_DEPTH} levels."));
+    }
+    let opts = jsonrepair::Options::default();
+    let repaired = jsonrepair::repair_to_string(text, &opts)
+        .map_err(|e| format!("The arguments are not valid JSON and could not be repaired ({e}). Call again with valid JSON."))?;
+    let mut value: Value = serde_json::from_str(&repaired)
+        .map_err(|e| format!("The arguments are not valid JSON and could not be repaired ({e}). Call again with valid JSON."))?;
+    let mut actions = scan.actions;
+    if let Value::String(inner) = &value
+        && let Ok(v @ Value::Object(_)) = serde_json::from_str::<Value>(inner)
+    {
+        value = v;
+        actions.push("unwrapped_double_encoded_json".into());
+    }
+    if actions.is_empty() {
+        actions.push("repaired_json".into());
+    }
+    Ok((
+        value,
+        Some(Repair {
+            actions,
+            completed_cut_off: scan.incomplete,
+            raw: text.to_owned(),
+        }),
+    ))
+}
+
+fn kind_name(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+/// What a lexical scan of broken JSON finds: which repairs it needs, how deep it nests, and
+/// whether it ends inside a value (cut off).
+#[derive(Debug, Default)]
+struct Scan {
+    actions: Vec<String>,
+    depth: usize,
+    incomplete: bool,
+}
+
+fn scan(text: &str) -> Scan {
+    let mut out = Scan::default();
+    let note = |a: &str, actions: &mut Vec<String>| {
+        if !actions.iter().any(|x| x == a) {
+            actions.push(a.to_owned());
+        }
+    };
+    let trimmed = text.trim_start();
+    if trimmed.starts_with("```") {
+        note("stripped_code_fence", &mut out.actions);
+    }
+    let bytes = text.as_bytes();
+    let mut stack: Vec<u8> = Vec::new();
+    let mut in_string: Option<u8> = None;
+    let mut escaped = false;
+    let mut i = 0;
+    let mut last_significant: u8 = 0;
+    let mut fence_open = false;
+    while i < bytes.len() {
+        let b = bytes[i];
+        if let Some(q) = in_string {
+            if escaped {
+                escaped = false;
+            } else if b == b'\\' {
+                escaped = true;
+            } else if b == q {
+                in_string = None;
+                last_significant = b'"';
+            }
+            i += 1;
+            continue;
+        }
+        match b {
+            b'`' if bytes[i..].starts_with(b"```") => {
+                fence_open = !fence_open;
+                i += 3;
+                while i < bytes.len() && bytes[i] != b'\n' && fence_open {
+                    i += 1;
+                }
+                continue;
+            }
+            b'"' => in_string = Some(b'"'),
+            b'\'' => {
+                note("single_quotes", &mut out.actions);
+                in_string = Some(b'\'');
+            }
+            b'{' | b'[' => {
+                stack.push(b);
+                out.depth = out.depth.max(stack.len());
+                last_significant = b;
+            }
+            b'}' | b']' => {
+                if last_significant == b',' {
+                    note("trailing_comma", &mut out.actions);
+                }
+                stack.pop();
+                last_significant = b;
+            }
+            b if b.is_ascii_alphabetic() || b == b'_' || b == b'$' => {
+                let start = i;
+                while i < bytes.len() && (bytes[i].is_ascii_alphanumeric() || bytes[i] == b'_' || bytes[i] == b'$') {
+                    i += 1;
+                }
+                let word = &text[start..i];
+                let mut j = i;
+                while j < bytes.len() && bytes[j].is_ascii_whitespace() {
+                    j += 1;
+                }
+                if j < bytes.len() && bytes[j] == b':' && matches!(last_significant, b'{' | b',') {
+                    note("unquoted_keys", &mut out.actions);
+                } else if matches!(word, "True" | "False" | "None") {
+                    note("python_literals", &mut out.actions);
+                }
+                last_significant = b'a';
+                continue;
+            }
+            b if b.is_ascii_whitespace() => {}
+            _ => last_significant = b,
+        }
+        i += 1;
+    }
+    if in_string.is_some() || !stack.is_empty() {
+        out.incomplete = true;
+        note("completed_cut_off_value", &mut out.actions);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn parse(text: &str) -> (Value, Option<Repair>) {
+        let (m, r) = parse_arguments(&RawArguments::Text(text.into()), false).unwrap();
+        (Value::Object(m), r)
+    }
+
+    #[test]
+    fn valid_json_is_not_repaired() {
+        let (v, r) = parse(r#"{"path": "a.txt"}"#);
+        assert_eq!(v, json!({"path": "a.txt"}));
+        assert!(r.is_none());
+        assert_eq!(parse("").0, json!({}));
+    }
+
+    #[test]
+    fn each_repair_is_applied_and_named() {
+        let cases: &[(&str, Value, &str)] = &[
+            ("```json\n{\"path\": \"a\"}\n```", json!({"path": "a"}), "stripped_code_fence"),
+            (r#"{"path": "a",}"#, json!({"path": "a"}), "trailing_comma"),
+            (r#"{'path': 'a'}"#, json!({"path": "a"}), "single_quotes"),
+            (r#"{path: "a"}"#, json!({"path": "a"}), "unquoted_keys"),
+            (r#"{"a": True, "b": False, "c": None}"#, json!({"a": true, "b": false, "c": null}), "python_literals"),
+            (r#""{\"path\": \"a\"}""#, json!({"path": "a"}), "unwrapped_double_encoded_json"),
+            (r#"{"path": "a", "content": "hel"#, json!({"path": "a", "content": "hel"}), "completed_cut_off_value"),
+        ];
+        for (text, expected, action) in cases {
+            let (v, r) = parse(text);
+            assert_eq!(&v, expected, "{text}");
+            let r = r.unwrap_or_else(|| panic!("{text} not marked repaired"));
+            assert!(r.actions.iter().any(|a| a == action), "{text}: {:?}", r.actions);
+            assert_eq!(r.raw, *text);
+            assert_eq!(r.completed_cut_off, *action == "completed_cut_off_value", "{text}");
+        }
+    }
+
+    #[test]
+    fn cut_off_answers_are_never_completed() {
+        let err = parse_arguments(&RawArguments::Text(r#"{"path": "a", "content": "hel"#.into()), true).unwrap_err();
+        assert!(err.contains("cut off"), "{err}");
+        let (m, r) = parse_arguments(&RawArguments::Text(r#"{"path": "a"}"#.into()), true).unwrap();
+        assert_eq!(m["path"], "a");
+        assert!(r.is_none());
+    }
+
+    #[test]
+    fn non_objects_are_malformed() {
+        for text in ["[1, 2]", "42", "\"just text\""] {
+            assert!(parse_arguments(&RawArguments::Text(text.into()), false).is_err(), "{text}");
+        }
+    }
+
+    #[test]
+    fn deep_nesting_is_refused_without_recursion() {
+        let deep = "[".repeat(100_000);
+        let err = parse_arguments(&RawArguments::Text(deep), false).unwrap_err();
+        assert!(err.contains("deeper"), "{err}");
+    }
+}

@@ -1,0 +1,224 @@
+//! Stage 7: the permission decision (pure), and the `Approver` that answers asks in stage 8.
+
+use crate::tool::ToolSpec;
+use crate::types::ToolCall;
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// Allow, deny, or ask somebody.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    /// Run it.
+    Allow,
+    /// Refuse it.
+    Deny,
+    /// Ask the session's approver.
+    Ask,
+}
+
+/// Where a verdict came from: DESIGN.md's source strings.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Source {
+    Yolo,
+    SessionPermissionsAllow,
+    SessionPermissionsDeny,
+    ConfigAllow,
+    ConfigDeny,
+    ConfigAsk,
+    DefaultAsk,
+    ReadonlyHint,
+    RepairedArgumentsAsk,
+    UserApproved,
+    UserApprovedSession,
+    UserApprovedTool,
+    UserApprovedRule,
+    UserRejected,
+    PreToolUseHookAllow,
+    PreToolUseHookDeny,
+    PreToolUseHookAsk,
+    NonInteractiveDeny,
+    ContextCanceled,
+}
+
+impl Source {
+    /// The stable string.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Yolo => "yolo",
+            Self::SessionPermissionsAllow => "session_permissions_allow",
+            Self::SessionPermissionsDeny => "session_permissions_deny",
+            Self::ConfigAllow => "config_allow",
+            Self::ConfigDeny => "config_deny",
+            Self::ConfigAsk => "config_ask",
+            Self::DefaultAsk => "default_ask",
+            Self::ReadonlyHint => "readonly_hint",
+            Self::RepairedArgumentsAsk => "repaired_arguments_ask",
+            Self::UserApproved => "user_approved",
+            Self::UserApprovedSession => "user_approved_session",
+            Self::UserApprovedTool => "user_approved_tool",
+            Self::UserApprovedRule => "user_approved_rule",
+            Self::UserRejected => "user_rejected",
+            Self::PreToolUseHookAllow => "pre_tool_use_hook_allow",
+            Self::PreToolUseHookDeny => "pre_tool_use_hook_deny",
+            Self::PreToolUseHookAsk => "pre_tool_use_hook_ask",
+            Self::NonInteractiveDeny => "non_interactive_deny",
+            Self::ContextCanceled => "context_canceled",
+        }
+    }
+}
+
+/// A permission decision: the verdict, why, and where it came from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Decision {
+    /// Allow, deny or ask.
+    pub verdict: Verdict,
+    /// Why, in one sentence.
+    pub reason: String,
+    /// Which layer or rule decided.
+    pub source: Source,
+}
+
+impl Decision {
+    fn new(verdict: Verdict, source: Source, reason: impl Into<String>) -> Self {
+        Self {
+            verdict,
+            reason: reason.into(),
+            source,
+        }
+    }
+}
+
+/// The session-wide switches `decide` reads.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Policy {
+    /// `--yolo`: allow what no deny or ask stops.
+    pub yolo: bool,
+}
+
+/// Decides a call without prompting anyone. Order: an ask for arguments repaired by completing a
+/// cut-off value (unless read-only); then yolo; then the read-only hint for tools that are
+/// read-only and not open-world; otherwise ask. (Rule layers arrive with the governance work.)
+pub fn decide(call: &ToolCall, spec: &ToolSpec, policy: Policy) -> Decision {
+    let read_only = spec.annotations.read_only;
+    if !read_only && call.repair.as_ref().is_some_and(|r| r.completed_cut_off) {
+        return Decision::new(
+            Verdict::Ask,
+            Source::RepairedArgumentsAsk,
+            "its arguments were cut off and completed by repair, so they may not be what the model meant",
+        );
+    }
+    if policy.yolo {
+        return Decision::new(Verdict::Allow, Source::Yolo, "--yolo allows every call no rule denies");
+    }
+    if read_only && !spec.annotations.open_world {
+        return Decision::new(Verdict::Allow, Source::ReadonlyHint, "the tool is read-only and stays in the workspace");
+    }
+    Decision::new(Verdict::Ask, Source::DefaultAsk, "no rule allows it")
+}
+
+/// What somebody asked to approve a call sees.
+#[derive(Clone, Debug)]
+pub struct ApprovalRequest {
+    /// The call, arguments as they will run.
+    pub call: ToolCall,
+    /// What the permission rules matched (the command, path or URL), if any.
+    pub subject: Option<String>,
+    /// Why it is asked.
+    pub reason: String,
+}
+
+impl ApprovalRequest {
+    /// The arguments as JSON.
+    pub fn arguments(&self) -> Value {
+        self.call.arguments_value()
+    }
+}
+
+/// An approver's answer.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Answer {
+    /// Run this call.
+    ApproveOnce,
+    /// Run calls like this for the rest of the session.
+    ApproveSession,
+    /// Run this tool for the rest of the session.
+    ApproveTool,
+    /// Run calls matching this suggested rule for the rest of the session.
+    ApproveRule(String),
+    /// Refuse, with the reason the model is told.
+    Reject(Option<String>),
+    /// Nobody can answer here (no terminal, no client).
+    Unavailable,
+}
+
+/// Answers asks: the terminal prompt, the HTTP queue, a channel, or a fixed answer.
+#[async_trait]
+pub trait Approver: Send + Sync {
+    /// Answers one ask. Called one at a time per session.
+    async fn approve(&self, request: &ApprovalRequest) -> Answer;
+}
+
+/// `--yes`: approves every ask once (a deny still wins, it never reaches the approver).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ApproveAll;
+
+#[async_trait]
+impl Approver for ApproveAll {
+    async fn approve(&self, _: &ApprovalRequest) -> Answer {
+        Answer::ApproveOnce
+    }
+}
+
+/// Nobody can approve: every ask is refused as `non_interactive_deny`.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct DenyAll;
+
+#[async_trait]
+impl Approver for DenyAll {
+    async fn approve(&self, _: &ApprovalRequest) -> Answer {
+        Answer::Unavailable
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tool::Annotations;
+    use crate::types::Repair;
+
+    fn call(repaired: bool) -> ToolCall {
+        let mut c = ToolCall::new("c1", "t", Default::default());
+        if repaired {
+            c.repair = Some(Repair {
+                actions: vec!["completed_cut_off_value".into()],
+                completed_cut_off: true,
+                raw: "{".into(),
+            });
+        }
+        c
+    }
+
+    #[test]
+    fn default_branch_table() {
+        let ro = ToolSpec::with_annotations(Annotations::READ_ONLY);
+        let ro_open = ToolSpec::with_annotations(Annotations { open_world: true, ..Annotations::READ_ONLY });
+        let rw = ToolSpec::default();
+        let cases = [
+            (&ro, false, false, Verdict::Allow, Source::ReadonlyHint),
+            (&ro, true, false, Verdict::Allow, Source::ReadonlyHint),
+            (&ro_open, false, false, Verdict::Ask, Source::DefaultAsk),
+            (&rw, false, false, Verdict::Ask, Source::DefaultAsk),
+            (&rw, false, true, Verdict::Allow, Source::Yolo),
+            (&rw, true, true, Verdict::Ask, Source::RepairedArgumentsAsk),
+            (&rw, true, false, Verdict::Ask, Source::RepairedArgumentsAsk),
+            (&ro_open, false, true, Verdict::Allow, Source::Yolo),
+        ];
+        for (spec, repaired, yolo, verdict, source) in cases {
+            let d = decide(&call(repaired), spec, Policy { yolo });
+            assert_eq!((d.verdict, d.source), (verdict, source), "{spec:?} repaired={repaired} yolo={yolo}");
+        }
+    }
+}

@@ -1,0 +1,213 @@
+//! The registry: names to tools, provider-safe names, "did you mean" suggestions.
+
+use crate::tool::Tool;
+use crate::types::ToolName;
+use crate::validate::CompiledSchema;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, OnceLock};
+
+/// The longest name providers accept.
+pub const MAX_PROVIDER_NAME: usize = 64;
+
+/// One registered tool with what the engine precomputes for it.
+pub struct Entry {
+    tool: Arc<dyn Tool>,
+    name: ToolName,
+    provider_name: String,
+    compiled: OnceLock<Result<Arc<CompiledSchema>, String>>,
+}
+
+impl Entry {
+    /// The tool.
+    pub fn tool(&self) -> &Arc<dyn Tool> {
+        &self.tool
+    }
+    /// The registered name.
+    pub fn name(&self) -> &ToolName {
+        &self.name
+    }
+    /// The name providers see (`^[a-zA-Z0-9_-]{1,64}$`).
+    pub fn provider_name(&self) -> &str {
+        &self.provider_name
+    }
+    /// The tool's parameter schema, compiled on first use and reused.
+    pub fn compiled(&self) -> Result<Arc<CompiledSchema>, String> {
+        self.compiled
+            .get_or_init(|| CompiledSchema::compile(self.tool.parameters()).map(Arc::new))
+            .clone()
+    }
+}
+
+/// Maps names to tools. Registering a name again replaces the tool.
+#[derive(Default)]
+pub struct Registry {
+    tools: BTreeMap<ToolName, Entry>,
+    by_provider: HashMap<String, ToolName>,
+}
+
+impl Registry {
+    /// An empty registry.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Registers a tool; a tool of the same name is replaced.
+    pub fn register(&mut self, tool: Arc<dyn Tool>) {
+        let name = ToolName::new(tool.name());
+        if let Some(old) = self.tools.remove(&name) {
+            self.by_provider.remove(&old.provider_name);
+        }
+        let provider_name = self.unique_provider_name(name.as_str());
+        self.by_provider.insert(provider_name.clone(), name.clone());
+        self.tools.insert(
+            name.clone(),
+            Entry {
+                tool,
+                name,
+                provider_name,
+                compiled: OnceLock::new(),
+            },
+        );
+    }
+
+    /// Removes a tool; returns whether it was there.
+    pub fn unregister(&mut self, name: &str) -> bool {
+        match self.tools.remove(name) {
+            Some(old) => {
+                self.by_provider.remove(&old.provider_name);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Looks a tool up by its registered or its provider-safe name.
+    pub fn get(&self, name: &str) -> Option<&Entry> {
+        self.tools
+            .get(name)
+            .or_else(|| self.by_provider.get(name).and_then(|n| self.tools.get(n)))
+    }
+
+    /// Every entry, sorted by name.
+    pub fn entries(&self) -> impl Iterator<Item = &Entry> {
+        self.tools.values()
+    }
+
+    /// How many tools are registered.
+    pub fn len(&self) -> usize {
+        self.tools.len()
+    }
+
+    /// Whether no tool is registered.
+    pub fn is_empty(&self) -> bool {
+        self.tools.is_empty()
+    }
+
+    /// The one tool whose name equals `name` ignoring case, if exactly one does.
+    pub fn case_insensitive(&self, name: &str) -> Option<&Entry> {
+        let mut found = self
+            .tools
+            .values()
+            .filter(|e| e.name.as_str().eq_ignore_ascii_case(name) || e.provider_name.eq_ignore_ascii_case(name));
+        let first = found.next()?;
+        found.next().is_none().then_some(first)
+    }
+
+    /// Up to 3 names among `candidates` close to `name`, closest first.
+    pub fn suggestions<'a>(name: &str, candidates: impl IntoIterator<Item = &'a str>) -> Vec<String> {
+        let wanted = name.to_ascii_lowercase();
+        let mut scored: Vec<(usize, &str)> = candidates
+            .into_iter()
+            .filter_map(|c| {
+                let lower = c.to_ascii_lowercase();
+                let distance = levenshtein(&wanted, &lower);
+                let limit = (wanted.len().max(lower.len()) / 3).max(2);
+                let contains = wanted.len() >= 3 && (lower.contains(&wanted) || wanted.contains(&lower));
+                (distance <= limit || contains).then_some((distance, c))
+            })
+            .collect();
+        scored.sort();
+        scored.into_iter().take(3).map(|(_, c)| c.to_owned()).collect()
+    }
+
+    fn unique_provider_name(&self, name: &str) -> String {
+        let base = provider_safe(name);
+        if !self.by_provider.contains_key(&base) {
+            return base;
+        }
+        for n in 2u32.. {
+            let suffix = format!("_{n}");
+            let mut candidate = base.clone();
+            while candidate.len() + suffix.len() > MAX_PROVIDER_NAME {
+                candidate.pop();
+            }
+            candidate.push_str(&suffix);
+            if !self.by_provider.contains_key(&candidate) {
+                return candidate;
+            }
+        }
+        base
+    }
+}
+
+/// Maps a name to `^[a-zA-Z0-9_-]{1,64}$`: other characters become `_`, a long name is cut and
+/// given a hash suffix so two long names stay apart.
+pub fn provider_safe(name: &str) -> String {
+    let mut out: String = name
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() || c == '_' || c == '-' { c } else { '_' })
+        .collect();
+    if out.is_empty() {
+        out.push('_');
+    }
+    if out.len() > MAX_PROVIDER_NAME {
+        let hash = fnv1a(name.as_bytes());
+        out.truncate(MAX_PROVIDER_NAME - 9);
+        out.push_str(&format!("_{:08x}", hash as u32));
+    }
+    out
+}
+
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
+fn levenshtein(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    let mut cur = vec![0; b.len() + 1];
+    for (i, ca) in a.chars().enumerate() {
+        cur[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let cost = usize::from(ca != *cb);
+            cur[j + 1] = (prev[j] + cost).min(prev[j + 1] + 1).min(cur[j] + 1);
+        }
+        std::mem::swap(&mut prev, &mut cur);
+    }
+    prev[b.len()]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn provider_names_are_safe_and_bounded() {
+        assert_eq!(provider_safe("github__create_issue"), "github__create_issue");
+        assert_eq!(provider_safe("my.server/tool name"), "my_server_tool_name");
+        let long = "x".repeat(100);
+        let safe = provider_safe(&long);
+        assert_eq!(safe.len(), MAX_PROVIDER_NAME);
+        assert_ne!(safe, provider_safe(&"x".repeat(101)));
+    }
+
+    #[test]
+    fn suggestions_find_close_names_only() {
+        let names = ["read_file", "write_file", "list_directory", "exec_shell"];
+        assert_eq!(Registry::suggestions("read_fil", names), vec!["read_file"]);
+        assert_eq!(Registry::suggestions("readfile", names)[0], "read_file");
+        assert!(Registry::suggestions("zzzzzzzzzz", names).is_empty());
+    }
+}

@@ -1,0 +1,535 @@
+//! Stage 11: check a result's shape, truncate it structurally to the byte budget, and keep the
+//! full result under a `read_result` handle.
+
+use crate::types::SessionId;
+use async_trait::async_trait;
+use serde_json::{Map, Value, json};
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex};
+
+/// What an empty result becomes, so the model is never handed nothing.
+pub const NO_OUTPUT: &str = "(no output)";
+
+/// The smallest budget honoured; smaller settings are raised to it.
+pub const MIN_BUDGET: usize = 256;
+
+/// Where full results live so the model can page through a truncated one.
+#[async_trait]
+pub trait ResultStore: Send + Sync + std::fmt::Debug {
+    /// Keeps `value` for the session and returns its handle.
+    async fn put(&self, session: &SessionId, value: Arc<Value>, bytes: usize) -> String;
+    /// The value behind a handle of this session (handles of other sessions are not visible).
+    async fn get(&self, session: &SessionId, handle: &str) -> Option<Arc<Value>>;
+}
+
+/// In-memory result store, bounded per session; the oldest entries are evicted first.
+#[derive(Debug)]
+pub struct MemoryResults {
+    max_entries: usize,
+    max_bytes: usize,
+    sessions: Mutex<HashMap<SessionId, SessionResults>>,
+}
+
+#[derive(Debug, Default)]
+struct SessionResults {
+    next: u64,
+    bytes: usize,
+    order: VecDeque<(String, usize)>,
+    values: HashMap<String, Arc<Value>>,
+}
+
+impl MemoryResults {
+    /// A store keeping at most `max_entries` results and `max_bytes` per session.
+    pub fn new(max_entries: usize, max_bytes: usize) -> Self {
+        Self {
+            max_entries: max_entries.max(1),
+            max_bytes,
+            sessions: Mutex::new(HashMap::new()),
+        }
+    }
+}
+
+impl Default for MemoryResults {
+    fn default() -> Self {
+        Self::new(64, 64 << 20)
+    }
+}
+
+#[async_trait]
+impl ResultStore for MemoryResults {
+    async fn put(&self, session: &SessionId, value: Arc<Value>, bytes: usize) -> String {
+        let mut sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
+        let s = sessions.entry(session.clone()).or_default();
+        s.next += 1;
+        let handle = format!("r{}", s.next);
+        s.order.push_back((handle.clone(), bytes));
+        s.bytes += bytes;
+        s.values.insert(handle.clone(), value);
+        while s.order.len() > self.max_entries || (s.bytes > self.max_bytes && s.order.len() > 1) {
+            if let Some((old, size)) = s.order.pop_front() {
+                s.values.remove(&old);
+                s.bytes -= size;
+            }
+        }
+        handle
+    }
+
+    async fn get(&self, session: &SessionId, handle: &str) -> Option<Arc<Value>> {
+        let sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
+        sessions.get(session)?.values.get(handle).cloned()
+    }
+}
+
+/// An empty result (null, or blank text) becomes an explicit `(no output)`.
+pub fn normalize_empty(value: Value) -> Value {
+    match &value {
+        Value::Null => Value::String(NO_OUTPUT.into()),
+        Value::String(s) if s.trim().is_empty() => Value::String(NO_OUTPUT.into()),
+        _ => value,
+    }
+}
+
+/// The serialised size of a value in compact JSON, computed without serialising it.
+pub fn json_size(v: &Value) -> usize {
+    match v {
+        Value::Null => 4,
+        Value::Bool(true) => 4,
+        Value::Bool(false) => 5,
+        Value::Number(n) => number_len(n),
+        Value::String(s) => escaped_len(s) + 2,
+        Value::Array(a) => 2 + a.iter().map(json_size).sum::<usize>() + a.len().saturating_sub(1),
+        Value::Object(o) => {
+            2 + o.iter().map(|(k, v)| escaped_len(k) + 3 + json_size(v)).sum::<usize>() + o.len().saturating_sub(1)
+        }
+    }
+}
+
+fn number_len(n: &serde_json::Number) -> usize {
+    if let Some(i) = n.as_i64() {
+        let mut buf = itoa_len(i.unsigned_abs());
+        if i < 0 {
+            buf += 1;
+        }
+        buf
+    } else if let Some(u) = n.as_u64() {
+        itoa_len(u)
+    } else {
+        n.to_string().len()
+    }
+}
+
+fn itoa_len(mut u: u64) -> usize {
+    let mut len = 1;
+    while u >= 10 {
+        u /= 10;
+        len += 1;
+    }
+    len
+}
+
+/// Bytes of a string's JSON escaping, without quotes.
+pub fn escaped_len(s: &str) -> usize {
+    let mut n = s.len();
+    for &b in s.as_bytes() {
+        if b < 0x20 {
+            n += if matches!(b, b'\n' | b'\r' | b'\t' | 0x08 | 0x0c) { 1 } else { 5 };
+        } else if b == b'"' || b == b'\\' {
+            n += 1;
+        }
+    }
+    n
+}
+
+/// A truncated value and how much was cut.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Truncation {
+    /// The value the model sees; its compact JSON is at most the budget.
+    pub value: Value,
+    /// Whether anything was cut.
+    pub truncated: bool,
+    /// Compact JSON size of the original.
+    pub original_bytes: usize,
+}
+
+/// Truncates `value` to `budget` bytes of compact JSON, structurally: the largest strings are cut
+/// to head + tail with a marker giving the exact bytes cut, the longest arrays lose elements (a
+/// sentinel gives the count), every key and scalar is kept. Only when that cannot fit does the
+/// value become a `_truncated_json` envelope. Markers name `handle` when given.
+pub fn truncate(value: &Value, budget: usize, handle: Option<&str>) -> Truncation {
+    let budget = budget.max(MIN_BUDGET);
+    let original_bytes = json_size(value);
+    if original_bytes <= budget {
+        return Truncation {
+            value: value.clone(),
+            truncated: false,
+            original_bytes,
+        };
+    }
+    let marks = Marks::new(handle);
+    // 1. Cut strings, keeping at least a readable head and tail.
+    let mut current = cut_strings(value, original_bytes, budget, 256, &marks);
+    let mut size = json_size(&current);
+    // 2. Shorten the longest arrays.
+    if size > budget {
+        current = shorten_arrays(&current, size, budget, &marks);
+        size = json_size(&current);
+    }
+    // 3. Cut strings further, down to nothing but the marker.
+    if size > budget {
+        current = cut_strings(&current, size, budget, 0, &marks);
+        size = json_size(&current);
+    }
+    // 4. Give up on structure.
+    if size > budget {
+        current = envelope(value, original_bytes, budget, handle);
+    }
+    Truncation {
+        value: current,
+        truncated: true,
+        original_bytes,
+    }
+}
+
+struct Marks {
+    suffix: String,
+}
+
+impl Marks {
+    fn new(handle: Option<&str>) -> Self {
+        Self {
+            suffix: handle.map_or_else(String::new, |h| format!("; read_result handle={h}")),
+        }
+    }
+    fn string_marker(&self, cut: usize) -> String {
+        format!("\n…[{cut} bytes truncated{}]…\n", self.suffix)
+    }
+    fn array_sentinel(&self, omitted: usize) -> String {
+        format!("…[{omitted} more items truncated{}]", self.suffix)
+    }
+    /// An upper bound of the escaped marker size for a string of `len` bytes.
+    fn string_marker_len(&self, len: usize) -> usize {
+        escaped_len(&self.string_marker(len))
+    }
+}
+
+fn collect_string_lens(v: &Value, out: &mut Vec<usize>) {
+    match v {
+        Value::String(s) => out.push(s.len()),
+        Value::Array(a) => a.iter().for_each(|x| collect_string_lens(x, out)),
+        Value::Object(o) => o.values().for_each(|x| collect_string_lens(x, out)),
+        _ => {}
+    }
+}
+
+/// Cuts every string longer than some keep-length `L >= floor`, choosing the largest `L` that fits.
+fn cut_strings(value: &Value, size: usize, budget: usize, floor: usize, marks: &Marks) -> Value {
+    let mut lens = Vec::new();
+    collect_string_lens(value, &mut lens);
+    if lens.is_empty() {
+        return value.clone();
+    }
+    let mut need = size.saturating_sub(budget);
+    let savings = |keep: usize| -> usize {
+        lens.iter()
+            .map(|&n| {
+                let cost = keep + marks.string_marker_len(n);
+                n.saturating_sub(cost)
+            })
+            .sum()
+    };
+    let max_len = lens.iter().copied().max().unwrap_or(0);
+    let mut result = value.clone();
+    for _ in 0..4 {
+        let keep = if savings(floor) < need {
+            floor
+        } else {
+            // Largest keep with savings(keep) >= need; savings falls as keep grows.
+            let (mut lo, mut hi) = (floor, max_len);
+            while lo < hi {
+                let mid = lo + (hi - lo).div_ceil(2);
+                if savings(mid) >= need { lo = mid } else { hi = mid - 1 }
+            }
+            lo
+        };
+        result = apply_string_cut(value, keep, marks);
+        let after = json_size(&result);
+        if after <= budget || keep == floor {
+            return result;
+        }
+        // Escapes made the kept text larger than counted: ask for the overshoot too.
+        need += after - budget;
+    }
+    result
+}
+
+fn apply_string_cut(v: &Value, keep: usize, marks: &Marks) -> Value {
+    match v {
+        Value::String(s) => {
+            let marker_len = marks.string_marker_len(s.len());
+            if s.len() > keep + marker_len {
+                Value::String(cut_string(s, keep, marks))
+            } else {
+                v.clone()
+            }
+        }
+        Value::Array(a) => Value::Array(a.iter().map(|x| apply_string_cut(x, keep, marks)).collect()),
+        Value::Object(o) => Value::Object(
+            o.iter()
+                .map(|(k, x)| (k.clone(), apply_string_cut(x, keep, marks)))
+                .collect(),
+        ),
+        _ => v.clone(),
+    }
+}
+
+/// Keeps about `keep` bytes — half from the head, half from the tail, on UTF-8 boundaries.
+fn cut_string(s: &str, keep: usize, marks: &Marks) -> String {
+    let mut head = keep / 2;
+    while !s.is_char_boundary(head) {
+        head -= 1;
+    }
+    let mut tail_start = s.len() - (keep - keep / 2);
+    while !s.is_char_boundary(tail_start) {
+        tail_start += 1;
+    }
+    let cut = tail_start - head;
+    let marker = marks.string_marker(cut);
+    let mut out = String::with_capacity(head + marker.len() + s.len() - tail_start);
+    out.push_str(&s[..head]);
+    out.push_str(&marker);
+    out.push_str(&s[tail_start..]);
+    out
+}
+
+/// Sizes of an array's elements, for choosing how many to keep without re-walking leaves.
+struct ArrayNode {
+    len: usize,
+    /// `prefix[i]` = bytes of elements `0..i` including their separating commas.
+    prefix: Vec<usize>,
+    /// Composite children (index, node), in index order.
+    nested: Vec<(usize, SizeNode)>,
+}
+
+enum SizeNode {
+    Array(ArrayNode),
+    Object(Vec<SizeNode>),
+}
+
+fn size_tree(v: &Value) -> Option<SizeNode> {
+    match v {
+        Value::Array(a) => {
+            let mut prefix = Vec::with_capacity(a.len() + 1);
+            prefix.push(0);
+            let mut nested = Vec::new();
+            let mut total = 0;
+            for (i, x) in a.iter().enumerate() {
+                total += json_size(x) + usize::from(i > 0);
+                prefix.push(total);
+                if let Some(n) = size_tree(x) {
+                    nested.push((i, n));
+                }
+            }
+            Some(SizeNode::Array(ArrayNode {
+                len: a.len(),
+                prefix,
+                nested,
+            }))
+        }
+        Value::Object(o) => {
+            let children: Vec<SizeNode> = o.values().filter_map(size_tree).collect();
+            (!children.is_empty()).then(|| SizeNode::Object(children))
+        }
+        _ => None,
+    }
+}
+
+/// Bytes saved if every array keeps at most `keep` elements (plus a sentinel).
+fn array_savings(node: &SizeNode, keep: usize, sentinel: usize) -> usize {
+    match node {
+        SizeNode::Object(children) => children.iter().map(|c| array_savings(c, keep, sentinel)).sum(),
+        SizeNode::Array(a) => {
+            let mut saved = 0;
+            if a.len > keep {
+                let full = a.prefix[a.len];
+                let kept = a.prefix[keep] + sentinel + usize::from(keep > 0);
+                saved += full.saturating_sub(kept);
+            }
+            for (i, child) in &a.nested {
+                if *i >= keep.min(a.len) {
+                    break;
+                }
+                saved += array_savings(child, keep, sentinel);
+            }
+            saved
+        }
+    }
+}
+
+fn shorten_arrays(value: &Value, size: usize, budget: usize, marks: &Marks) -> Value {
+    let Some(tree) = size_tree(value) else {
+        return value.clone();
+    };
+    let need = size.saturating_sub(budget);
+    let max_len = max_array_len(value);
+    let sentinel = escaped_len(&marks.array_sentinel(max_len)) + 2;
+    let (mut lo, mut hi) = (0usize, max_len);
+    if array_savings(&tree, 0, sentinel) < need {
+        return apply_array_cut(value, 0, marks);
+    }
+    while lo < hi {
+        let mid = lo + (hi - lo).div_ceil(2);
+        if array_savings(&tree, mid, sentinel) >= need { lo = mid } else { hi = mid - 1 }
+    }
+    apply_array_cut(value, lo, marks)
+}
+
+fn max_array_len(v: &Value) -> usize {
+    match v {
+        Value::Array(a) => a.iter().map(max_array_len).max().unwrap_or(0).max(a.len()),
+        Value::Object(o) => o.values().map(max_array_len).max().unwrap_or(0),
+        _ => 0,
+    }
+}
+
+fn apply_array_cut(v: &Value, keep: usize, marks: &Marks) -> Value {
+    match v {
+        Value::Array(a) => {
+            let mut out: Vec<Value> = a.iter().take(keep).map(|x| apply_array_cut(x, keep, marks)).collect();
+            if a.len() > keep {
+                out.push(Value::String(marks.array_sentinel(a.len() - keep)));
+            }
+            Value::Array(out)
+        }
+        Value::Object(o) => Value::Object(
+            o.iter()
+                .map(|(k, x)| (k.clone(), apply_array_cut(x, keep, marks)))
+                .collect::<Map<_, _>>(),
+        ),
+        _ => v.clone(),
+    }
+}
+
+fn envelope(value: &Value, original: usize, budget: usize, handle: Option<&str>) -> Value {
+    let text = value.to_string();
+    let skeleton = json!({
+        "_truncated_json": "",
+        "_original_bytes": original,
+        "_cut_bytes": original,
+        "read_result_handle": handle,
+    });
+    let room = budget.saturating_sub(json_size(&skeleton) + 8);
+    let mut used = 0;
+    let mut end = 0;
+    for (i, c) in text.char_indices() {
+        let mut buf = [0u8; 4];
+        let w = escaped_len(c.encode_utf8(&mut buf));
+        if used + w > room {
+            break;
+        }
+        used += w;
+        end = i + c.len_utf8();
+    }
+    json!({
+        "_truncated_json": &text[..end],
+        "_original_bytes": original,
+        "_cut_bytes": text.len() - end,
+        "read_result_handle": handle,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn size(v: &Value) -> usize {
+        v.to_string().len()
+    }
+
+    #[test]
+    fn json_size_matches_serde() {
+        let v = json!({"a": [1, -20, 3.5, true, false, null, "x\"y\\z\n\u{1}é"], "b": {"c": u64::MAX}, "": []});
+        assert_eq!(json_size(&v), size(&v));
+    }
+
+    #[test]
+    fn short_values_are_untouched() {
+        let v = json!({"exit_code": 0, "stdout": "hello"});
+        let t = truncate(&v, 1000, Some("r1"));
+        assert!(!t.truncated);
+        assert_eq!(t.value, v);
+    }
+
+    #[test]
+    fn the_largest_string_is_cut_to_head_and_tail_with_the_exact_count() {
+        let stdout = "a".repeat(5000) + &"b".repeat(5000);
+        let v = json!({"exit_code": 3, "stdout": stdout, "stderr": "fatal: at the end"});
+        let t = truncate(&v, 2000, Some("r7"));
+        assert!(t.truncated);
+        assert!(size(&t.value) <= 2000, "{}", size(&t.value));
+        assert_eq!(t.value["exit_code"], 3);
+        assert_eq!(t.value["stderr"], "fatal: at the end");
+        let cut = t.value["stdout"].as_str().unwrap();
+        assert!(cut.starts_with("aaa") && cut.ends_with("bbb"));
+        let kept = cut.len() - cut.find('\n').unwrap() - (cut.len() - cut.rfind('\n').unwrap());
+        let marker = &cut[cut.find('\n').unwrap()..=cut.rfind('\n').unwrap()];
+        let n: usize = marker.trim().trim_start_matches("…[").split(' ').next().unwrap().parse().unwrap();
+        let kept_bytes = cut.len() - marker.len();
+        assert_eq!(n + kept_bytes, 10_000, "{marker}");
+        assert!(marker.contains("read_result handle=r7"));
+        let _ = kept;
+    }
+
+    #[test]
+    fn long_arrays_lose_elements_with_a_sentinel() {
+        let v = json!({"items": (0..10_000).collect::<Vec<_>>(), "total": 10_000});
+        let t = truncate(&v, 1000, None);
+        assert!(size(&t.value) <= 1000);
+        assert_eq!(t.value["total"], 10_000);
+        let items = t.value["items"].as_array().unwrap();
+        let sentinel = items.last().unwrap().as_str().unwrap();
+        let omitted: usize = sentinel.trim_start_matches("…[").split(' ').next().unwrap().parse().unwrap();
+        assert_eq!(omitted + items.len() - 1, 10_000);
+        assert_eq!(items[0], 0);
+    }
+
+    #[test]
+    fn nested_objects_keep_every_key() {
+        let v = json!({"a": {"b": {"c": "x".repeat(100_000), "d": 1}, "e": ["y".repeat(50_000)]}, "f": null});
+        let t = truncate(&v, 4096, Some("r1"));
+        assert!(size(&t.value) <= 4096);
+        assert_eq!(t.value["a"]["b"]["d"], 1);
+        assert!(t.value["f"].is_null());
+        assert!(t.value["a"]["e"].is_array());
+    }
+
+    #[test]
+    fn utf8_is_never_split() {
+        let v = json!("é".repeat(10_000) + &"日本".repeat(5000));
+        let t = truncate(&v, 1000, None);
+        assert!(size(&t.value) <= 1000);
+        assert!(t.value.as_str().is_some());
+    }
+
+    #[test]
+    fn escapes_are_counted() {
+        let v = json!("\u{1}".repeat(20_000));
+        let t = truncate(&v, 1000, Some("r2"));
+        assert!(size(&t.value) <= 1000, "{}", size(&t.value));
+    }
+
+    #[test]
+    fn too_many_keys_fall_back_to_an_envelope_within_budget() {
+        let map: Map<String, Value> = (0..5000).map(|i| (format!("key{i}"), json!(i))).collect();
+        let t = truncate(&Value::Object(map), 1000, Some("r3"));
+        assert!(size(&t.value) <= 1000);
+        assert!(t.value["_truncated_json"].as_str().unwrap().starts_with("{\"key0\":0"));
+        assert_eq!(t.value["read_result_handle"], "r3");
+    }
+
+    #[test]
+    fn empty_results_become_no_output() {
+        assert_eq!(normalize_empty(Value::Null), json!(NO_OUTPUT));
+        assert_eq!(normalize_empty(json!("  ")), json!(NO_OUTPUT));
+        assert_eq!(normalize_empty(json!(0)), json!(0));
+    }
+}

@@ -1,0 +1,124 @@
+//! A session: one conversation's identity, approver, result handles, stop/kill state and the
+//! counters that span turns (loop detector, consecutive errors).
+
+use crate::config::EngineConfig;
+use crate::guard::LoopDetector;
+use crate::permit::{Approver, DenyAll, Policy};
+use crate::result::{MemoryResults, ResultStore};
+use crate::types::{Principal, SessionId};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+use tokio_util::sync::CancellationToken;
+
+/// How to open a session; every field has a default.
+pub struct SessionOptions {
+    /// The id (default: a fresh UUIDv7).
+    pub id: Option<SessionId>,
+    /// Who the calls act for (default: `local`).
+    pub principal: Principal,
+    /// The workspace root (default: the working directory); canonicalised when it exists.
+    pub workspace: PathBuf,
+    /// Who answers asks (default: nobody — asks are refused as `non_interactive_deny`).
+    pub approver: Arc<dyn Approver>,
+    /// Where full results are kept (default: in memory, bounded by the engine config).
+    pub results: Option<Arc<dyn ResultStore>>,
+    /// Session-wide permission switches.
+    pub policy: Policy,
+}
+
+impl Default for SessionOptions {
+    fn default() -> Self {
+        Self {
+            id: None,
+            principal: Principal::new("local"),
+            workspace: std::env::current_dir().unwrap_or_else(|_| PathBuf::from(".")),
+            approver: Arc::new(DenyAll),
+            results: None,
+            policy: Policy::default(),
+        }
+    }
+}
+
+/// One conversation's state, shared by its turns.
+pub struct Session {
+    pub(crate) id: SessionId,
+    pub(crate) principal: Principal,
+    pub(crate) workspace: Arc<Path>,
+    pub(crate) approver: Arc<dyn Approver>,
+    pub(crate) results: Arc<dyn ResultStore>,
+    pub(crate) policy: Policy,
+    kill: Mutex<CancellationToken>,
+    stop: AtomicBool,
+    pub(crate) loop_detector: Mutex<LoopDetector>,
+    pub(crate) consecutive_errors: AtomicU32,
+    /// Serialises asks: one prompt at a time, even for parallel calls.
+    pub(crate) asking: tokio::sync::Mutex<()>,
+}
+
+impl Session {
+    /// Opens a session under the engine's configuration.
+    pub fn new(config: &EngineConfig, options: SessionOptions) -> Self {
+        let workspace = std::fs::canonicalize(&options.workspace).unwrap_or(options.workspace);
+        Self {
+            id: options.id.unwrap_or_else(SessionId::generate),
+            principal: options.principal,
+            workspace: Arc::from(workspace.as_path()),
+            approver: options.approver,
+            results: options.results.unwrap_or_else(|| {
+                Arc::new(MemoryResults::new(config.results_per_session, config.results_bytes_per_session))
+            }),
+            policy: options.policy,
+            kill: Mutex::new(CancellationToken::new()),
+            stop: AtomicBool::new(false),
+            loop_detector: Mutex::new(LoopDetector::new(config.loop_threshold, config.loop_exempt.iter().cloned())),
+            consecutive_errors: AtomicU32::new(0),
+            asking: tokio::sync::Mutex::new(()),
+        }
+    }
+
+    /// The session id.
+    pub fn id(&self) -> &SessionId {
+        &self.id
+    }
+
+    /// The canonical workspace root.
+    pub fn workspace(&self) -> &Path {
+        &self.workspace
+    }
+
+    /// Where full results are kept.
+    pub fn results(&self) -> &Arc<dyn ResultStore> {
+        &self.results
+    }
+
+    /// Stop: no new call starts; calls in flight finish.
+    pub fn request_stop(&self) {
+        self.stop.store(true, Ordering::SeqCst);
+    }
+
+    /// Kill: like stop, and calls in flight are cancelled (tokens fired, futures dropped).
+    pub fn kill(&self) {
+        self.request_stop();
+        self.kill_token().cancel();
+    }
+
+    /// Whether a stop or kill is pending.
+    pub fn stop_requested(&self) -> bool {
+        self.stop.load(Ordering::SeqCst)
+    }
+
+    /// Clears a stop or kill so the conversation can continue.
+    pub fn resume(&self) {
+        let mut kill = self.kill.lock().unwrap_or_else(|p| p.into_inner());
+        if kill.is_cancelled() {
+            *kill = CancellationToken::new();
+        }
+        self.stop.store(false, Ordering::SeqCst);
+    }
+
+    /// The token a kill fires.
+    pub fn kill_token(&self) -> CancellationToken {
+        self.kill.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+}

@@ -1,0 +1,354 @@
+//! Stage 5: JSON Schema validation with safe coercion and unknown-key dropping.
+
+use crate::error::{CallError, ErrorKind};
+use serde_json::{Map, Value, json};
+
+/// Which JSON Schema draft a schema without `$schema` is read as.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Draft {
+    /// Draft 7.
+    Draft7,
+    /// Draft 2020-12 (the default).
+    #[default]
+    Draft202012,
+}
+
+/// What the validation stage may change in the arguments before checking them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ValidateOptions {
+    /// Turn `"5"` into `5` and `"true"` into `true` where the schema asks for a number or boolean.
+    pub coerce: bool,
+    /// Drop keys that `additionalProperties: false` forbids instead of reporting them.
+    pub drop_unknown: bool,
+}
+
+impl Default for ValidateOptions {
+    fn default() -> Self {
+        Self {
+            coerce: true,
+            drop_unknown: true,
+        }
+    }
+}
+
+/// One schema violation: where, and what.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct Violation {
+    /// JSON pointer into the arguments (`""` for the root).
+    pub pointer: String,
+    /// What is wrong.
+    pub message: String,
+}
+
+/// A schema compiled once and reused for every call.
+pub struct CompiledSchema {
+    schema: Value,
+    validator: jsonschema::Validator,
+}
+
+/// How deep the coercion walk follows a schema.
+const MAX_DEPTH: usize = 64;
+
+impl CompiledSchema {
+    /// Compiles a schema, reading `$schema` when present and draft 2020-12 otherwise.
+    /// Remote `$ref`s are refused: a schema cannot make toolgate fetch anything.
+    pub fn compile(schema: &Value) -> Result<Self, String> {
+        Self::compile_with(schema, None)
+    }
+
+    /// Compiles a schema as the given draft when it has no `$schema`.
+    pub fn compile_with(schema: &Value, draft: Option<Draft>) -> Result<Self, String> {
+        let mut options = jsonschema::options();
+        let declared = schema.get("$schema").is_some();
+        if !declared {
+            options = options.with_draft(match draft.unwrap_or_default() {
+                Draft::Draft7 => jsonschema::Draft::Draft7,
+                Draft::Draft202012 => jsonschema::Draft::Draft202012,
+            });
+        }
+        let validator = options
+            .build(schema)
+            .map_err(|e| format!("the tool's parameter schema does not compile: {e}"))?;
+        Ok(Self {
+            schema: schema.clone(),
+            validator,
+        })
+    }
+
+    /// The schema it was compiled from.
+    pub fn schema(&self) -> &Value {
+        &self.schema
+    }
+
+    /// Whether `value` satisfies the schema as it is.
+    pub fn is_valid(&self, value: &Value) -> bool {
+        self.validator.is_valid(value)
+    }
+
+    /// Every violation, with its JSON pointer.
+    pub fn violations(&self, value: &Value) -> Vec<Violation> {
+        self.validator
+            .iter_errors(value)
+            .map(|e| Violation {
+                pointer: e.instance_path().to_string(),
+                message: e.to_string(),
+            })
+            .collect()
+    }
+
+    /// Checks `args`, first coercing and dropping keys as `options` allow.
+    /// Returns the warnings (what was changed) or an `invalid_arguments` error listing every violation.
+    pub fn check(&self, args: &mut Value, options: ValidateOptions) -> Result<Vec<String>, CallError> {
+        if self.validator.is_valid(args) {
+            return Ok(Vec::new());
+        }
+        let mut warnings = Vec::new();
+        if options.coerce || options.drop_unknown {
+            let mut pointer = String::new();
+            adjust(&self.schema, &self.schema, args, options, &mut pointer, &mut warnings, 0);
+            if !warnings.is_empty() && self.validator.is_valid(args) {
+                return Ok(warnings);
+            }
+        }
+        let violations = self.violations(args);
+        let summary = violations
+            .iter()
+            .take(5)
+            .map(|v| {
+                if v.pointer.is_empty() {
+                    v.message.clone()
+                } else {
+                    format!("{}: {}", v.pointer, v.message)
+                }
+            })
+            .collect::<Vec<_>>()
+            .join("; ");
+        Err(CallError::new(
+            ErrorKind::InvalidArguments,
+            format!("The arguments do not match the tool's schema ({summary}). Fix them and call again."),
+        )
+        .with("errors", json!(violations)))
+    }
+}
+
+fn resolve<'a>(root: &'a Value, mut schema: &'a Value) -> &'a Value {
+    for _ in 0..8 {
+        match schema.get("$ref").and_then(Value::as_str) {
+            Some(r) if r.starts_with('#') => match root.pointer(&r[1..]) {
+                Some(target) => schema = target,
+                None => return schema,
+            },
+            _ => return schema,
+        }
+    }
+    schema
+}
+
+fn types_of(schema: &Value) -> Vec<&str> {
+    match schema.get("type") {
+        Some(Value::String(t)) => vec![t.as_str()],
+        Some(Value::Array(ts)) => ts.iter().filter_map(Value::as_str).collect(),
+        _ => Vec::new(),
+    }
+}
+
+fn adjust(
+    root: &Value,
+    schema: &Value,
+    value: &mut Value,
+    options: ValidateOptions,
+    pointer: &mut String,
+    warnings: &mut Vec<String>,
+    depth: usize,
+) {
+    if depth > MAX_DEPTH {
+        return;
+    }
+    let schema = resolve(root, schema);
+    let types = types_of(schema);
+    if options.coerce
+        && let Value::String(s) = value
+        && !types.is_empty()
+        && !types.contains(&"string")
+        && let Some(coerced) = coerce(s, &types)
+    {
+        warnings.push(format!("coerced {} from string {:?} to {}", display(pointer), s, coerced));
+        *value = coerced;
+        return;
+    }
+    match value {
+        Value::Object(map) => {
+            let properties = schema.get("properties").and_then(Value::as_object);
+            if options.drop_unknown && schema.get("additionalProperties") == Some(&Value::Bool(false)) {
+                let patterns = schema.get("patternProperties").is_some();
+                if !patterns {
+                    let unknown: Vec<String> = map
+                        .keys()
+                        .filter(|k| properties.is_none_or(|p| !p.contains_key(k.as_str())))
+                        .cloned()
+                        .collect();
+                    for key in unknown {
+                        map.shift_remove(&key);
+                        warnings.push(format!("dropped unknown key {}/{}", pointer, escape(&key)));
+                    }
+                }
+            }
+            if let Some(properties) = properties {
+                walk_object(root, properties, map, options, pointer, warnings, depth);
+            }
+        }
+        Value::Array(items) => {
+            if let Some(item_schema) = schema.get("items").filter(|s| s.is_object()) {
+                for (i, item) in items.iter_mut().enumerate() {
+                    let len = pointer.len();
+                    pointer.push('/');
+                    pointer.push_str(&i.to_string());
+                    adjust(root, item_schema, item, options, pointer, warnings, depth + 1);
+                    pointer.truncate(len);
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+fn walk_object(
+    root: &Value,
+    properties: &Map<String, Value>,
+    map: &mut Map<String, Value>,
+    options: ValidateOptions,
+    pointer: &mut String,
+    warnings: &mut Vec<String>,
+    depth: usize,
+) {
+    for (key, value) in map.iter_mut() {
+        if let Some(sub) = properties.get(key) {
+            let len = pointer.len();
+            pointer.push('/');
+            pointer.push_str(&escape(key));
+            adjust(root, sub, value, options, pointer, warnings, depth + 1);
+            pointer.truncate(len);
+        }
+    }
+}
+
+fn coerce(s: &str, types: &[&str]) -> Option<Value> {
+    let t = s.trim();
+    if types.contains(&"integer") {
+        if let Ok(i) = t.parse::<i64>() {
+            return Some(json!(i));
+        }
+        if let Ok(f) = t.parse::<f64>()
+            && f.is_finite()
+            && f.fract() == 0.0
+            && f.abs() < 9.0e15
+        {
+            return Some(json!(f as i64));
+        }
+    }
+    if types.contains(&"number")
+        && let Ok(f) = t.parse::<f64>()
+        && f.is_finite()
+    {
+        return Some(if let Ok(i) = t.parse::<i64>() { json!(i) } else { json!(f) });
+    }
+    if types.contains(&"boolean") {
+        match t.to_ascii_lowercase().as_str() {
+            "true" => return Some(Value::Bool(true)),
+            "false" => return Some(Value::Bool(false)),
+            _ => {}
+        }
+    }
+    if types.contains(&"null") && (t == "null" || t.is_empty()) {
+        return Some(Value::Null);
+    }
+    None
+}
+
+fn escape(key: &str) -> String {
+    key.replace('~', "~0").replace('/', "~1")
+}
+
+fn display(pointer: &str) -> &str {
+    if pointer.is_empty() { "/" } else { pointer }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn schema() -> Value {
+        json!({
+            "type": "object",
+            "properties": {
+                "count": {"type": "integer", "minimum": 1, "maximum": 10},
+                "ratio": {"type": "number"},
+                "flag": {"type": "boolean"},
+                "mode": {"type": "string", "enum": ["fast", "slow"]},
+                "name": {"type": "string", "pattern": "^[a-z]+$"},
+                "nested": {"type": "object", "properties": {"n": {"type": "integer"}}}
+            },
+            "required": ["count"],
+            "additionalProperties": false,
+            "dependentRequired": {"mode": ["name"]}
+        })
+    }
+
+    #[test]
+    fn strings_are_coerced_to_numbers_and_booleans_with_warnings() {
+        let c = CompiledSchema::compile(&schema()).unwrap();
+        let mut args = json!({"count": "5", "ratio": "0.5", "flag": "true", "nested": {"n": "7"}});
+        let warnings = c.check(&mut args, ValidateOptions::default()).unwrap();
+        assert_eq!(args, json!({"count": 5, "ratio": 0.5, "flag": true, "nested": {"n": 7}}));
+        assert_eq!(warnings.len(), 4, "{warnings:?}");
+        assert!(warnings[0].contains("/count"));
+    }
+
+    #[test]
+    fn every_violation_is_reported_with_its_pointer() {
+        let c = CompiledSchema::compile(&schema()).unwrap();
+        let mut args = json!({"count": 50, "mode": "medium", "name": "ABC"});
+        let err = c.check(&mut args, ValidateOptions::default()).unwrap_err();
+        assert_eq!(err.kind, ErrorKind::InvalidArguments);
+        let errors = err.details["errors"].as_array().unwrap();
+        let pointers: Vec<&str> = errors.iter().map(|e| e["pointer"].as_str().unwrap()).collect();
+        assert!(pointers.contains(&"/count"), "{errors:?}");
+        assert!(pointers.contains(&"/mode"), "{errors:?}");
+        assert!(pointers.contains(&"/name"), "{errors:?}");
+    }
+
+    #[test]
+    fn missing_required_and_dependent_parameters_are_errors() {
+        let c = CompiledSchema::compile(&schema()).unwrap();
+        let err = c.check(&mut json!({}), ValidateOptions::default()).unwrap_err();
+        assert!(err.message.contains("count"), "{}", err.message);
+        let err = c.check(&mut json!({"count": 1, "mode": "fast"}), ValidateOptions::default()).unwrap_err();
+        assert!(err.message.contains("name"), "{}", err.message);
+    }
+
+    #[test]
+    fn unknown_keys_are_dropped_only_when_forbidden() {
+        let c = CompiledSchema::compile(&schema()).unwrap();
+        let mut args = json!({"count": 2, "extra": 1});
+        let warnings = c.check(&mut args, ValidateOptions::default()).unwrap();
+        assert_eq!(args, json!({"count": 2}));
+        assert!(warnings[0].contains("/extra"));
+        let strict = ValidateOptions { coerce: false, drop_unknown: false };
+        assert!(c.check(&mut json!({"count": 2, "extra": 1}), strict).is_err());
+        assert!(c.check(&mut json!({"count": "2"}), strict).is_err());
+    }
+
+    #[test]
+    fn one_of_exclusion_is_enforced() {
+        let s = json!({"type": "object", "oneOf": [{"required": ["a"]}, {"required": ["b"]}]});
+        let c = CompiledSchema::compile(&s).unwrap();
+        assert!(c.check(&mut json!({"a": 1}), ValidateOptions::default()).is_ok());
+        assert!(c.check(&mut json!({"a": 1, "b": 2}), ValidateOptions::default()).is_err());
+    }
+
+    #[test]
+    fn remote_refs_are_refused() {
+        let s = json!({"$ref": "http://127.0.0.1:9/schema.json"});
+        assert!(CompiledSchema::compile(&s).is_err());
+    }
+}
