@@ -234,6 +234,22 @@ pub struct ToolContext {
     pub results: Arc<dyn ResultStore>,
 }
 
+impl ToolContext {
+    /// A context outside any engine (tests, direct calls): fresh ids, a new token, in-memory results.
+    pub fn standalone(workspace: &Path) -> Self {
+        Self {
+            session_id: SessionId::generate(),
+            turn_id: TurnId::generate(),
+            iteration: 0,
+            cancel: CancellationToken::new(),
+            workspace: Arc::from(workspace),
+            principal: Principal::new("local"),
+            progress: ProgressSink::default(),
+            results: Arc::new(crate::result::MemoryResults::default()),
+        }
+    }
+}
+
 /// A tool's successful answer.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ToolOutput {

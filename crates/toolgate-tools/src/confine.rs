@@ -1,0 +1,122 @@
+//! Workspace confinement. Every path is resolved by the kernel with `openat2(RESOLVE_BENEATH)`
+//! against a descriptor of the canonical workspace: `..`, absolute symlinks and symlinks leading
+//! out are refused during resolution itself, so a symlink swapped in between a check and a use
+//! cannot escape (there is no separate check).
+
+use nix::errno::Errno;
+use nix::fcntl::{OFlag, OpenHow, ResolveFlag, openat2};
+use nix::sys::stat::{Mode, mkdirat};
+use std::os::fd::{AsFd, OwnedFd};
+use std::path::{Component, Path, PathBuf};
+use toolgate_core::ToolError;
+
+/// The canonical workspace, opened as a directory descriptor.
+pub struct Workspace {
+    root: PathBuf,
+    dir: OwnedFd,
+}
+
+impl Workspace {
+    /// Opens the workspace root.
+    pub fn open(root: &Path) -> Result<Self, ToolError> {
+        let dir = nix::fcntl::open(root, OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC, Mode::empty())
+            .map_err(|e| ToolError::failed(format!("cannot open the workspace {}: {e}", root.display())))?;
+        Ok(Self {
+            root: root.to_path_buf(),
+            dir,
+        })
+    }
+
+    /// Turns the model's path into one relative to the workspace, refusing what leaves it lexically.
+    pub fn relative(&self, path: &str) -> Result<PathBuf, ToolError> {
+        if path.contains('\0') {
+            return Err(ToolError::InvalidArguments("the path contains a NUL byte".into()));
+        }
+        let p = Path::new(path);
+        let rel = if p.is_absolute() {
+            p.strip_prefix(&self.root).map_err(|_| outside(path))?
+        } else {
+            p
+        };
+        let mut out = PathBuf::new();
+        for c in rel.components() {
+            match c {
+                Component::Normal(n) => out.push(n),
+                Component::CurDir => {}
+                Component::ParentDir => {
+                    if !out.pop() {
+                        return Err(outside(path));
+                    }
+                }
+                Component::RootDir | Component::Prefix(_) => return Err(outside(path)),
+            }
+        }
+        if out.as_os_str().is_empty() {
+            out.push(".");
+        }
+        Ok(out)
+    }
+
+    /// Opens `rel` beneath the workspace with `flags`.
+    pub fn open_beneath(&self, rel: &Path, flags: OFlag, mode: u32, shown: &str) -> Result<OwnedFd, ToolError> {
+        open_in(&self.dir, rel, flags, mode, shown)
+    }
+
+    /// Creates the missing parent directories of `rel`, each confined to the workspace.
+    pub fn create_parents(&self, rel: &Path, shown: &str) -> Result<(), ToolError> {
+        let Some(parent) = rel.parent().filter(|p| !p.as_os_str().is_empty()) else {
+            return Ok(());
+        };
+        let mut current: Option<OwnedFd> = None;
+        let mut so_far = PathBuf::new();
+        for comp in parent.components() {
+            so_far.push(comp);
+            let dir_flags = OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC;
+            match open_in(&self.dir, &so_far, dir_flags, 0, shown) {
+                Ok(fd) => current = Some(fd),
+                Err(_) => {
+                    let base = current.as_ref().map_or_else(|| self.dir.as_fd(), |f| f.as_fd());
+                    match mkdirat(base, comp.as_os_str(), Mode::from_bits_truncate(0o755)) {
+                        Ok(()) | Err(Errno::EEXIST) => {}
+                        Err(e) => return Err(ToolError::failed(format!("cannot create the directory {}: {e}", so_far.display()))),
+                    }
+                    current = Some(open_in(&self.dir, &so_far, dir_flags, 0, shown)?);
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+fn open_in(dir: &OwnedFd, rel: &Path, flags: OFlag, mode: u32, shown: &str) -> Result<OwnedFd, ToolError> {
+    let how = OpenHow::new()
+        .flags(flags | OFlag::O_CLOEXEC)
+        .mode(Mode::from_bits_truncate(mode))
+        .resolve(ResolveFlag::RESOLVE_BENEATH | ResolveFlag::RESOLVE_NO_MAGICLINKS);
+    loop {
+        match openat2(dir.as_fd(), rel, how) {
+            Ok(fd) => return Ok(fd),
+            Err(Errno::EAGAIN | Errno::EINTR) => continue,
+            Err(Errno::EXDEV | Errno::ELOOP) => return Err(outside(shown)),
+            Err(Errno::ENOENT) => return Err(ToolError::failed(format!("{shown}: no such file or directory"))),
+            Err(Errno::ENOTDIR) => return Err(ToolError::failed(format!("{shown}: a component of the path is not a directory"))),
+            Err(Errno::EISDIR) => return Err(ToolError::failed(format!("{shown} is a directory"))),
+            Err(Errno::EACCES | Errno::EPERM) => return Err(ToolError::failed(format!("{shown}: permission denied"))),
+            Err(Errno::ENOSYS) => {
+                return Err(ToolError::failed(
+                    "this kernel lacks openat2, which file tools need to confine paths safely; refusing",
+                ));
+            }
+            Err(e) => return Err(ToolError::failed(format!("{shown}: {e}"))),
+        }
+    }
+}
+
+fn outside(path: &str) -> ToolError {
+    ToolError::failed(format!("{path:?} is outside the workspace; only paths inside it can be used"))
+}
+
+/// Whether an error is a missing file (so parents may be created).
+pub fn is_missing(e: &ToolError) -> bool {
+    matches!(e, ToolError::Failed(m) if m.ends_with("no such file or directory"))
+}
