@@ -1,0 +1,157 @@
+//! Configuration: the user file, `--config FILE`, then `TOOLGATE_<SECTION>_<KEY>` variables,
+//! merged in that order. Every file is checked on its own first, so an error names its file and line.
+
+use anyhow::{Context, Result, anyhow, bail};
+use serde::Deserialize;
+use std::path::{Path, PathBuf};
+use toolgate_core::EngineConfig;
+
+/// Everything `toolgate.toml` holds (sections arrive with the features that read them).
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    /// `[engine]`: timeouts, retries, budgets, guards.
+    pub engine: EngineConfig,
+}
+
+/// Sections whose scalar keys environment variables may set.
+const ENV_SECTIONS: &[&str] = &["engine"];
+
+/// The user file: `$XDG_CONFIG_HOME/toolgate/toolgate.toml` or `~/.config/toolgate/toolgate.toml`.
+pub fn user_file() -> Option<PathBuf> {
+    let base = std::env::var_os("XDG_CONFIG_HOME")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".config")))?;
+    Some(base.join("toolgate").join("toolgate.toml"))
+}
+
+/// Loads and merges the configuration.
+pub fn load(explicit: Option<&Path>) -> Result<Config> {
+    let mut merged = toml::Table::new();
+    if let Some(user) = user_file().filter(|p| p.is_file()) {
+        merge(&mut merged, read_file(&user)?);
+    }
+    if let Some(path) = explicit {
+        if !path.is_file() {
+            bail!("the configuration file {} does not exist", path.display());
+        }
+        merge(&mut merged, read_file(path)?);
+    }
+    apply_env(&mut merged, std::env::vars())?;
+    let config: Config = toml::Value::Table(merged)
+        .try_into()
+        .map_err(|e: toml::de::Error| anyhow!("invalid configuration: {}", one_line(&e.to_string())))?;
+    config.engine.check().map_err(|e| anyhow!("invalid configuration: {e}"))?;
+    Ok(config)
+}
+
+fn read_file(path: &Path) -> Result<toml::Table> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    // Checked alone first, so the error carries this file's line.
+    toml::from_str::<Config>(&text).map_err(|e| anyhow!("{}: {}", path.display(), describe(&e, &text)))?;
+    text.parse::<toml::Table>()
+        .map_err(|e| anyhow!("{}: {}", path.display(), one_line(&e.to_string())))
+}
+
+fn describe(e: &toml::de::Error, text: &str) -> String {
+    let line = e
+        .span()
+        .map(|s| text[..s.start.min(text.len())].matches('\n').count() + 1);
+    match line {
+        Some(l) => format!("line {l}: {}", e.message()),
+        None => e.message().to_owned(),
+    }
+}
+
+fn one_line(s: &str) -> String {
+    s.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+fn merge(into: &mut toml::Table, from: toml::Table) {
+    for (k, v) in from {
+        match (into.get_mut(&k), v) {
+            (Some(toml::Value::Table(a)), toml::Value::Table(b)) => merge(a, b),
+            (_, v) => {
+                into.insert(k, v);
+            }
+        }
+    }
+}
+
+/// Applies `TOOLGATE_<SECTION>_<KEY>` variables of the known sections. Values are read as TOML
+/// scalars (numbers, booleans), JSON for lists, and as strings otherwise.
+pub fn apply_env(into: &mut toml::Table, vars: impl IntoIterator<Item = (String, String)>) -> Result<()> {
+    for (name, raw) in vars {
+        let Some(rest) = name.strip_prefix("TOOLGATE_") else {
+            continue;
+        };
+        let Some((section, key)) = rest.split_once('_') else {
+            continue;
+        };
+        let section = section.to_ascii_lowercase();
+        if !ENV_SECTIONS.contains(&section.as_str()) {
+            continue;
+        }
+        let key = key.to_ascii_lowercase();
+        let value = env_value(&raw).with_context(|| format!("{name}: cannot read {raw:?}"))?;
+        let table = into
+            .entry(section.clone())
+            .or_insert_with(|| toml::Value::Table(toml::Table::new()));
+        match table {
+            toml::Value::Table(t) => {
+                t.insert(key, value);
+            }
+            _ => bail!("{name}: [{section}] is not a table in the configuration"),
+        }
+    }
+    Ok(())
+}
+
+fn env_value(raw: &str) -> Result<toml::Value> {
+    let trimmed = raw.trim();
+    if trimmed.starts_with('[') {
+        let json: serde_json::Value = serde_json::from_str(trimmed).context("a list must be a JSON array")?;
+        return toml::Value::try_from(json).context("the list holds values TOML cannot hold");
+    }
+    if let Ok(t) = format!("v = {trimmed}").parse::<toml::Table>()
+        && let Some(v) = t.get("v")
+        && !matches!(v, toml::Value::Table(_) | toml::Value::Array(_))
+    {
+        return Ok(v.clone());
+    }
+    Ok(toml::Value::String(raw.to_owned()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn env_sets_scalars_and_lists_of_known_sections_only() {
+        let mut t = toml::Table::new();
+        apply_env(
+            &mut t,
+            [
+                ("TOOLGATE_ENGINE_TIMEOUT_MS".to_string(), "1500".to_string()),
+                ("TOOLGATE_ENGINE_MALFORMED".to_string(), "abort".to_string()),
+                ("TOOLGATE_ENGINE_LOOP_EXEMPT".to_string(), "[\"think\"]".to_string()),
+                ("TOOLGATE_TEST_PG".to_string(), "postgres://x".to_string()),
+            ],
+        )
+        .unwrap();
+        let c: Config = toml::Value::Table(t).try_into().unwrap();
+        assert_eq!(c.engine.timeout_ms, 1500);
+        assert_eq!(c.engine.malformed, toolgate_core::MalformedPolicy::Abort);
+        assert_eq!(c.engine.loop_exempt, vec!["think".to_string()]);
+    }
+
+    #[test]
+    fn a_bad_file_names_its_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.toml");
+        std::fs::write(&path, "[engine]\ntimeout_ms = 10\nno_such_key = 1\n").unwrap();
+        let err = read_file(&path).unwrap_err().to_string();
+        assert!(err.contains("t.toml") && err.contains("line 3") && err.contains("no_such_key"), "{err}");
+    }
+}
