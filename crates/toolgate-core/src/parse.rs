@@ -155,16 +155,10 @@ fn parse_text(text: &str, cut_off: bool) -> Result<(Map<String, Value>, Option<R
         }
         Err(_) => {}
     }
-    let scan = scan(text);
-    if scan.depth > MAX_DEPTH {
-        return Err(format!(
-            "The arguments nest deeper than {MAX_DEPTH} levels. Call again with flatter arguments."
-        ));
-    }
-    if cut_off && scan.incomplete {
+    let (value, repair) = repair_json(text)?;
+    if cut_off && repair.as_ref().is_some_and(|r| r.completed_cut_off) {
         return Err("The arguments were cut off by the model's output token limit. Reissue the call with complete (or shorter) arguments.".into());
     }
-    let (value, repair) = repair_json(text)?;
     match value {
         Value::Object(o) => Ok((o, repair)),
         Value::Null => Ok((Map::new(), repair)),
@@ -181,16 +175,9 @@ pub fn repair_json(text: &str) -> Result<(Value, Option<Repair>), String> {
     if let Ok(v) = serde_json::from_str::<Value>(text) {
         return Ok((v, None));
     }
-    let scan = scan(text);
-    if scan.depth > MAX_DEPTH {
-        return Err(format!("The JSON nests deeper than {MAX_DEPTH} levels."));
-    }
-    let opts = jsonrepair::Options::default();
-    let repaired = jsonrepair::repair_to_string(text, &opts)
+    let (mut value, repairs) = crate::lenient::read(text, MAX_DEPTH)
         .map_err(|e| format!("The arguments are not valid JSON and could not be repaired ({e}). Call again with valid JSON."))?;
-    let mut value: Value = serde_json::from_str(&repaired)
-        .map_err(|e| format!("The arguments are not valid JSON and could not be repaired ({e}). Call again with valid JSON."))?;
-    let mut actions = scan.actions;
+    let mut actions: Vec<String> = repairs.actions.iter().map(|a| (*a).to_owned()).collect();
     if let Value::String(inner) = &value
         && let Ok(v @ Value::Object(_)) = serde_json::from_str::<Value>(inner)
     {
@@ -204,7 +191,7 @@ pub fn repair_json(text: &str) -> Result<(Value, Option<Repair>), String> {
         value,
         Some(Repair {
             actions,
-            completed_cut_off: scan.incomplete,
+            completed_cut_off: repairs.completed_cut_off,
             raw: text.to_owned(),
         }),
     ))
@@ -219,103 +206,6 @@ fn kind_name(v: &Value) -> &'static str {
         Value::Array(_) => "an array",
         Value::Object(_) => "an object",
     }
-}
-
-/// What a lexical scan of broken JSON finds: which repairs it needs, how deep it nests, and
-/// whether it ends inside a value (cut off).
-#[derive(Debug, Default)]
-struct Scan {
-    actions: Vec<String>,
-    depth: usize,
-    incomplete: bool,
-}
-
-fn scan(text: &str) -> Scan {
-    let mut out = Scan::default();
-    let note = |a: &str, actions: &mut Vec<String>| {
-        if !actions.iter().any(|x| x == a) {
-            actions.push(a.to_owned());
-        }
-    };
-    let trimmed = text.trim_start();
-    if trimmed.starts_with("```") {
-        note("stripped_code_fence", &mut out.actions);
-    }
-    let bytes = text.as_bytes();
-    let mut stack: Vec<u8> = Vec::new();
-    let mut in_string: Option<u8> = None;
-    let mut escaped = false;
-    let mut i = 0;
-    let mut last_significant: u8 = 0;
-    let mut fence_open = false;
-    while i < bytes.len() {
-        let b = bytes[i];
-        if let Some(q) = in_string {
-            if escaped {
-                escaped = false;
-            } else if b == b'\\' {
-                escaped = true;
-            } else if b == q {
-                in_string = None;
-                last_significant = b'"';
-            }
-            i += 1;
-            continue;
-        }
-        match b {
-            b'`' if bytes[i..].starts_with(b"```") => {
-                fence_open = !fence_open;
-                i += 3;
-                while i < bytes.len() && bytes[i] != b'\n' && fence_open {
-                    i += 1;
-                }
-                continue;
-            }
-            b'"' => in_string = Some(b'"'),
-            b'\'' => {
-                note("single_quotes", &mut out.actions);
-                in_string = Some(b'\'');
-            }
-            b'{' | b'[' => {
-                stack.push(b);
-                out.depth = out.depth.max(stack.len());
-                last_significant = b;
-            }
-            b'}' | b']' => {
-                if last_significant == b',' {
-                    note("trailing_comma", &mut out.actions);
-                }
-                stack.pop();
-                last_significant = b;
-            }
-            b if b.is_ascii_alphabetic() || b == b'_' || b == b'$' => {
-                let start = i;
-                while i < bytes.len() && (bytes[i].is_ascii_alphanumeric() || bytes[i] == b'_' || bytes[i] == b'$') {
-                    i += 1;
-                }
-                let word = &text[start..i];
-                let mut j = i;
-                while j < bytes.len() && bytes[j].is_ascii_whitespace() {
-                    j += 1;
-                }
-                if j < bytes.len() && bytes[j] == b':' && matches!(last_significant, b'{' | b',') {
-                    note("unquoted_keys", &mut out.actions);
-                } else if matches!(word, "True" | "False" | "None") {
-                    note("python_literals", &mut out.actions);
-                }
-                last_significant = b'a';
-                continue;
-            }
-            b if b.is_ascii_whitespace() => {}
-            _ => last_significant = b,
-        }
-        i += 1;
-    }
-    if in_string.is_some() || !stack.is_empty() {
-        out.incomplete = true;
-        note("completed_cut_off_value", &mut out.actions);
-    }
-    out
 }
 
 #[cfg(test)]
@@ -374,9 +264,18 @@ mod tests {
     }
 
     #[test]
+    fn inputs_that_broke_jsonrepair_terminate() {
+        // Each of these made jsonrepair 0.1.0 loop forever with unbounded memory, or panic.
+        for text in ["{\"a\": 'x'/}", "\"a\" /x", "''!", "\"a\".", "\"a\"+<", "\" {\\''.", "{\"k\": \"x\\é\"", "'\\日'"] {
+            let _ = repair_json(text);
+        }
+    }
+
+    #[test]
     fn deep_nesting_is_refused_without_recursion() {
         let deep = "[".repeat(100_000);
         let err = parse_arguments(&RawArguments::Text(deep), false).unwrap_err();
         assert!(err.contains("deeper"), "{err}");
+        assert!(parse_arguments(&RawArguments::Text("{\"a\":".repeat(100_000)), false).is_err());
     }
 }

@@ -39,6 +39,13 @@ fn extract(content: &str) -> Option<RawCall> {
         fenced_block(trimmed)?
     };
     let (value, repair) = repair_json(candidate).ok()?;
+    // The object must stand alone: prose around it makes it a quotation, not a call.
+    if repair
+        .as_ref()
+        .is_some_and(|r| r.actions.iter().any(|a| a == "dropped_trailing_text" || a == "skipped_leading_text"))
+    {
+        return None;
+    }
     let Value::Object(mut obj) = value else {
         return None;
     };
@@ -134,6 +141,7 @@ mod tests {
             "Example:\n```json\n{\"tool\": \"read_file\"}\n```\nand then more prose after it.",
             "```json\n{\"tool\": \"a\"}\n```\n```json\n{\"tool\": \"b\"}\n```",
             "{\"answer\": 42}",
+            "{\"tool\": \"read_file\", \"parameters\": {}} is what you would send.",
         ] {
             assert!(parse(&json!(text)).unwrap().calls.is_empty(), "{text}");
         }

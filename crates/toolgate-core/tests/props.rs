@@ -1,0 +1,148 @@
+//! Property tests: random bytes and random JSON fed to the parser, the validator, the truncator
+//! and the whole engine never panic, and their invariants hold.
+
+mod common;
+
+use common::*;
+use proptest::prelude::*;
+use serde_json::{Map, Value, json};
+use toolgate_core::formats::RawArguments;
+use toolgate_core::parse::{parse_arguments, repair_json};
+use toolgate_core::result::{MIN_BUDGET, truncate};
+use toolgate_core::validate::{CompiledSchema, ValidateOptions};
+use toolgate_core::{Answer, EngineConfig, Format, TurnOptions};
+
+fn arb_json() -> impl Strategy<Value = Value> {
+    let leaf = prop_oneof![
+        Just(Value::Null),
+        any::<bool>().prop_map(Value::Bool),
+        any::<i64>().prop_map(|n| json!(n)),
+        any::<f64>().prop_filter("finite", |f| f.is_finite()).prop_map(|f| json!(f)),
+        ".{0,40}".prop_map(Value::String),
+        prop_oneof![Just("call_1"), Just("read_file"), Just("function"), Just("tool_use"), Just("{\"a\":"), Just("")]
+            .prop_map(|s| Value::String(s.to_owned())),
+    ];
+    leaf.prop_recursive(5, 64, 8, |inner| {
+        prop_oneof![
+            prop::collection::vec(inner.clone(), 0..8).prop_map(Value::Array),
+            prop::collection::vec(
+                (
+                    prop_oneof![
+                        "[a-z_]{1,8}",
+                        Just("tool_calls".to_owned()),
+                        Just("function".to_owned()),
+                        Just("arguments".to_owned()),
+                        Just("name".to_owned()),
+                        Just("content".to_owned()),
+                        Just("parts".to_owned()),
+                        Just("functionCall".to_owned()),
+                        Just("output".to_owned()),
+                        Just("choices".to_owned()),
+                        Just("message".to_owned()),
+                        Just("type".to_owned()),
+                        Just("input".to_owned()),
+                        Just("tool".to_owned()),
+                    ],
+                    inner
+                ),
+                0..8
+            )
+            .prop_map(|kv| Value::Object(kv.into_iter().collect::<Map<_, _>>())),
+        ]
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+
+    #[test]
+    fn arguments_parser_never_panics_on_bytes(bytes in prop::collection::vec(any::<u8>(), 0..300), cut in any::<bool>()) {
+        let text = String::from_utf8_lossy(&bytes).into_owned();
+        if let Ok((_, repair)) = parse_arguments(&RawArguments::Text(text.clone()), cut) {
+            if let Some(r) = repair {
+                prop_assert_eq!(&r.raw, &text);
+            }
+        }
+        let _ = repair_json(&text);
+    }
+
+    #[test]
+    fn arguments_parser_never_panics_on_json_ish_text(value in arb_json(), chop in 0usize..200) {
+        let text = value.to_string();
+        let mut end = chop.min(text.len());
+        while !text.is_char_boundary(end) { end -= 1; }
+        let _ = parse_arguments(&RawArguments::Text(text[..end].to_owned()), false);
+        let parsed = parse_arguments(&RawArguments::Json(value.clone()), false);
+        if let Value::Object(o) = &value {
+            prop_assert_eq!(parsed.unwrap().0, o.clone());
+        }
+    }
+
+    #[test]
+    fn every_format_reader_never_panics(value in arb_json()) {
+        for format in [Format::Openai, Format::Responses, Format::Anthropic, Format::Gemini, Format::Text, Format::Mcp] {
+            let _ = Answer::parse(format, &value);
+        }
+        let _ = Format::detect(&value);
+    }
+
+    #[test]
+    fn validator_never_panics(value in arb_json()) {
+        let schema = json!({
+            "type": "object",
+            "properties": {
+                "n": {"type": "integer", "minimum": 0},
+                "b": {"type": "boolean"},
+                "s": {"type": "string", "pattern": "^a", "enum": ["a", "ab"]},
+                "arr": {"type": "array", "items": {"type": "number"}},
+                "o": {"type": "object", "properties": {"x": {"type": ["integer", "null"]}}, "additionalProperties": false}
+            },
+            "required": ["n"],
+            "additionalProperties": false,
+            "dependentRequired": {"b": ["s"]}
+        });
+        let compiled = CompiledSchema::compile(&schema).unwrap();
+        let mut v = value.clone();
+        if compiled.check(&mut v, ValidateOptions::default()).is_ok() {
+            prop_assert!(compiled.is_valid(&v));
+        }
+        let mut strict = value;
+        let _ = compiled.check(&mut strict, ValidateOptions { coerce: false, drop_unknown: false });
+    }
+
+    #[test]
+    fn truncation_never_exceeds_the_budget(value in arb_json(), budget in 0usize..2000, pad in 0usize..5000) {
+        let value = json!({"v": value, "pad": "p".repeat(pad), "tail": [1, 2, 3]});
+        let t = truncate(&value, budget, Some("r9"));
+        let size = t.value.to_string().len();
+        prop_assert!(size <= budget.max(MIN_BUDGET), "{} > {}", size, budget);
+        if !t.truncated {
+            prop_assert_eq!(t.value, value);
+        } else if t.value.get("_truncated_json").is_none() {
+            // Structure kept: every key survives.
+            prop_assert!(t.value.get("v").is_some() && t.value.get("pad").is_some() && t.value.get("tail").is_some());
+        }
+    }
+}
+
+#[test]
+fn the_engine_never_panics_and_answers_every_call_once() {
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let mut runner = proptest::test_runner::TestRunner::new(ProptestConfig { cases: 256, ..ProptestConfig::default() });
+    let h = harness(vec![echo("read_file", read_only()), echo("write_file", writer())], EngineConfig::default());
+    runner
+        .run(&arb_json(), |value| {
+            for format in [Format::Openai, Format::Anthropic, Format::Gemini, Format::Responses, Format::Text] {
+                if let Ok(answer) = Answer::parse(format, &value) {
+                    let calls = answer.calls.len();
+                    let turn = runtime.block_on(h.engine.run_turn(&h.session, &answer, TurnOptions::default()));
+                    if turn.status != toolgate_core::TurnStatus::Restart {
+                        prop_assert_eq!(turn.results().count(), calls);
+                    }
+                    h.session.resume();
+                }
+            }
+            Ok(())
+        })
+        .unwrap();
+}
