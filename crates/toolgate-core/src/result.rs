@@ -118,13 +118,8 @@ fn number_len(n: &serde_json::Number) -> usize {
     }
 }
 
-fn itoa_len(mut u: u64) -> usize {
-    let mut len = 1;
-    while u >= 10 {
-        u /= 10;
-        len += 1;
-    }
-    len
+fn itoa_len(u: u64) -> usize {
+    u.checked_ilog10().map_or(1, |l| l as usize + 1)
 }
 
 /// Bytes of a string's JSON escaping, without quotes.
@@ -151,13 +146,20 @@ pub struct Truncation {
     pub original_bytes: usize,
 }
 
+/// Strings at most this long are never cut before arrays are shortened.
+const STRING_FLOOR: usize = 256;
+
 /// Truncates `value` to `budget` bytes of compact JSON, structurally: the largest strings are cut
 /// to head + tail with a marker giving the exact bytes cut, the longest arrays lose elements (a
 /// sentinel gives the count), every key and scalar is kept. Only when that cannot fit does the
 /// value become a `_truncated_json` envelope. Markers name `handle` when given.
+///
+/// Linear in the input: sizes are measured in two walks, the cuts are chosen from those
+/// measurements, and only the (budget-sized) output is built.
 pub fn truncate(value: &Value, budget: usize, handle: Option<&str>) -> Truncation {
     let budget = budget.max(MIN_BUDGET);
-    let original_bytes = json_size(value);
+    let mut long = Vec::new();
+    let original_bytes = measure(value, STRING_FLOOR, &mut long);
     if original_bytes <= budget {
         return Truncation {
             value: value.clone(),
@@ -166,28 +168,74 @@ pub fn truncate(value: &Value, budget: usize, handle: Option<&str>) -> Truncatio
         };
     }
     let marks = Marks::new(handle);
-    // 1. Cut strings, keeping at least a readable head and tail.
-    let mut current = cut_strings(value, original_bytes, budget, 256, &marks);
-    let mut size = json_size(&current);
-    // 2. Shorten the longest arrays.
-    if size > budget {
-        current = shorten_arrays(&current, size, budget, &marks);
-        size = json_size(&current);
-    }
-    // 3. Cut strings further, down to nothing but the marker.
-    if size > budget {
-        current = cut_strings(&current, size, budget, 0, &marks);
-        size = json_size(&current);
-    }
-    // 4. Give up on structure.
-    if size > budget {
-        current = envelope(value, original_bytes, budget, handle);
-    }
-    Truncation {
-        value: current,
+    let done = |v: Value| Truncation {
+        value: v,
         truncated: true,
         original_bytes,
+    };
+    // 1. Cut the longest strings, keeping at least a readable head and tail.
+    let need = original_bytes - budget;
+    if string_savings(&long, STRING_FLOOR, &marks) >= need {
+        let keep = largest_keep(&long, STRING_FLOOR, need, &marks);
+        if let Some(v) = fitting(value, keep, usize::MAX, budget, &marks) {
+            return done(v);
+        }
     }
+    // 2. Shorten the longest arrays (strings cut to the floor).
+    let (floor_size, tree) = size_tree(value, STRING_FLOOR, &marks);
+    let items = match &tree {
+        Some(tree) if floor_size > budget => {
+            let sentinel = escaped_len(&marks.array_sentinel(usize::MAX)) + 2;
+            let need = floor_size - budget;
+            let (mut lo, mut hi) = (0usize, tree.max_len());
+            while lo < hi {
+                let mid = lo + (hi - lo).div_ceil(2);
+                if tree.savings(mid, sentinel) >= need { lo = mid } else { hi = mid - 1 }
+            }
+            lo
+        }
+        _ => usize::MAX,
+    };
+    let shortened = apply(value, STRING_FLOOR, items, &marks);
+    let mut size = json_size(&shortened);
+    if size <= budget {
+        return done(shortened);
+    }
+    // 3. Cut strings further, down to nothing but the marker.
+    let mut long = Vec::new();
+    measure(&shortened, 0, &mut long);
+    let need = size - budget;
+    let keep = if string_savings(&long, 0, &marks) >= need {
+        largest_keep(&long, 0, need, &marks)
+    } else {
+        0
+    };
+    if let Some(v) = fitting(&shortened, keep, usize::MAX, budget, &marks) {
+        return done(v);
+    }
+    let cut = apply(&shortened, 0, usize::MAX, &marks);
+    size = json_size(&cut);
+    if size <= budget {
+        return done(cut);
+    }
+    // 4. Give up on structure.
+    done(envelope(value, original_bytes, budget, handle))
+}
+
+/// Builds the cut value; when escapes made it larger than estimated, keeps less and tries again.
+fn fitting(value: &Value, mut keep: usize, items: usize, budget: usize, marks: &Marks) -> Option<Value> {
+    for _ in 0..6 {
+        let v = apply(value, keep, items, marks);
+        let size = json_size(&v);
+        if size <= budget {
+            return Some(v);
+        }
+        if keep == 0 {
+            return None;
+        }
+        keep = keep.saturating_sub((size - budget).max(keep / 4));
+    }
+    None
 }
 
 struct Marks {
@@ -212,73 +260,58 @@ impl Marks {
     }
 }
 
-fn collect_string_lens(v: &Value, out: &mut Vec<usize>) {
-    match v {
-        Value::String(s) => out.push(s.len()),
-        Value::Array(a) => a.iter().for_each(|x| collect_string_lens(x, out)),
-        Value::Object(o) => o.values().for_each(|x| collect_string_lens(x, out)),
-        _ => {}
-    }
-}
-
-/// Cuts every string longer than some keep-length `L >= floor`, choosing the largest `L` that fits.
-fn cut_strings(value: &Value, size: usize, budget: usize, floor: usize, marks: &Marks) -> Value {
-    let mut lens = Vec::new();
-    collect_string_lens(value, &mut lens);
-    if lens.is_empty() {
-        return value.clone();
-    }
-    let mut need = size.saturating_sub(budget);
-    let savings = |keep: usize| -> usize {
-        lens.iter()
-            .map(|&n| {
-                let cost = keep + marks.string_marker_len(n);
-                n.saturating_sub(cost)
-            })
-            .sum()
-    };
-    let max_len = lens.iter().copied().max().unwrap_or(0);
-    let mut result = value.clone();
-    for _ in 0..4 {
-        let keep = if savings(floor) < need {
-            floor
-        } else {
-            // Largest keep with savings(keep) >= need; savings falls as keep grows.
-            let (mut lo, mut hi) = (floor, max_len);
-            while lo < hi {
-                let mid = lo + (hi - lo).div_ceil(2);
-                if savings(mid) >= need { lo = mid } else { hi = mid - 1 }
-            }
-            lo
-        };
-        result = apply_string_cut(value, keep, marks);
-        let after = json_size(&result);
-        if after <= budget || keep == floor {
-            return result;
-        }
-        // Escapes made the kept text larger than counted: ask for the overshoot too.
-        need += after - budget;
-    }
-    result
-}
-
-fn apply_string_cut(v: &Value, keep: usize, marks: &Marks) -> Value {
+/// The compact JSON size of `v`, collecting the lengths of strings longer than `longer_than`.
+fn measure(v: &Value, longer_than: usize, long: &mut Vec<usize>) -> usize {
     match v {
         Value::String(s) => {
-            let marker_len = marks.string_marker_len(s.len());
-            if s.len() > keep + marker_len {
-                Value::String(cut_string(s, keep, marks))
-            } else {
-                v.clone()
+            if s.len() > longer_than {
+                long.push(s.len());
             }
+            escaped_len(s) + 2
         }
-        Value::Array(a) => Value::Array(a.iter().map(|x| apply_string_cut(x, keep, marks)).collect()),
+        Value::Array(a) => 2 + a.len().saturating_sub(1) + a.iter().map(|x| measure(x, longer_than, long)).sum::<usize>(),
+        Value::Object(o) => {
+            2 + o.len().saturating_sub(1)
+                + o.iter().map(|(k, x)| escaped_len(k) + 3 + measure(x, longer_than, long)).sum::<usize>()
+        }
+        other => json_size(other),
+    }
+}
+
+/// Bytes saved by cutting every long string to `keep` bytes plus a marker.
+fn string_savings(lens: &[usize], keep: usize, marks: &Marks) -> usize {
+    lens.iter()
+        .map(|&n| n.saturating_sub(keep + marks.string_marker_len(n)))
+        .sum()
+}
+
+/// The largest keep-length (at least `floor`) whose savings cover `need`.
+fn largest_keep(lens: &[usize], floor: usize, need: usize, marks: &Marks) -> usize {
+    let (mut lo, mut hi) = (floor, lens.iter().copied().max().unwrap_or(floor).max(floor));
+    while lo < hi {
+        let mid = lo + (hi - lo).div_ceil(2);
+        if string_savings(lens, mid, marks) >= need { lo = mid } else { hi = mid - 1 }
+    }
+    lo
+}
+
+/// The value with strings cut to `keep` bytes and arrays to `items` elements.
+fn apply(v: &Value, keep: usize, items: usize, marks: &Marks) -> Value {
+    match v {
+        Value::String(s) if s.len() > keep + marks.string_marker_len(s.len()) => Value::String(cut_string(s, keep, marks)),
+        Value::Array(a) => {
+            let mut out: Vec<Value> = a.iter().take(items).map(|x| apply(x, keep, items, marks)).collect();
+            if a.len() > items {
+                out.push(Value::String(marks.array_sentinel(a.len() - items)));
+            }
+            Value::Array(out)
+        }
         Value::Object(o) => Value::Object(
             o.iter()
-                .map(|(k, x)| (k.clone(), apply_string_cut(x, keep, marks)))
-                .collect(),
+                .map(|(k, x)| (k.clone(), apply(x, keep, items, marks)))
+                .collect::<Map<_, _>>(),
         ),
-        _ => v.clone(),
+        other => other.clone(),
     }
 }
 
@@ -301,7 +334,7 @@ fn cut_string(s: &str, keep: usize, marks: &Marks) -> String {
     out
 }
 
-/// Sizes of an array's elements, for choosing how many to keep without re-walking leaves.
+/// Sizes of an array's elements, for choosing how many to keep without re-walking them.
 struct ArrayNode {
     len: usize,
     /// `prefix[i]` = bytes of elements `0..i` including their separating commas.
@@ -315,97 +348,77 @@ enum SizeNode {
     Object(Vec<SizeNode>),
 }
 
-fn size_tree(v: &Value) -> Option<SizeNode> {
+impl SizeNode {
+    fn max_len(&self) -> usize {
+        match self {
+            Self::Array(a) => a.nested.iter().map(|(_, n)| n.max_len()).max().unwrap_or(0).max(a.len),
+            Self::Object(children) => children.iter().map(Self::max_len).max().unwrap_or(0),
+        }
+    }
+
+    /// Bytes saved if every array keeps at most `keep` elements (plus a sentinel).
+    fn savings(&self, keep: usize, sentinel: usize) -> usize {
+        match self {
+            Self::Object(children) => children.iter().map(|c| c.savings(keep, sentinel)).sum(),
+            Self::Array(a) => {
+                let mut saved = 0;
+                if a.len > keep {
+                    let kept = a.prefix[keep] + sentinel + usize::from(keep > 0);
+                    saved += a.prefix[a.len].saturating_sub(kept);
+                }
+                for (i, child) in &a.nested {
+                    if *i >= keep.min(a.len) {
+                        break;
+                    }
+                    saved += child.savings(keep, sentinel);
+                }
+                saved
+            }
+        }
+    }
+}
+
+/// Sizes bottom-up in one walk, with strings counted as if cut to `keep`.
+fn size_tree(v: &Value, keep: usize, marks: &Marks) -> (usize, Option<SizeNode>) {
     match v {
+        Value::String(s) => {
+            let marker = marks.string_marker_len(s.len());
+            let size = if s.len() > keep + marker { keep + marker + 2 } else { escaped_len(s) + 2 };
+            (size, None)
+        }
         Value::Array(a) => {
             let mut prefix = Vec::with_capacity(a.len() + 1);
             prefix.push(0);
             let mut nested = Vec::new();
             let mut total = 0;
             for (i, x) in a.iter().enumerate() {
-                total += json_size(x) + usize::from(i > 0);
+                let (size, node) = size_tree(x, keep, marks);
+                total += size + usize::from(i > 0);
                 prefix.push(total);
-                if let Some(n) = size_tree(x) {
+                if let Some(n) = node {
                     nested.push((i, n));
                 }
             }
-            Some(SizeNode::Array(ArrayNode {
-                len: a.len(),
-                prefix,
-                nested,
-            }))
+            (
+                total + 2,
+                Some(SizeNode::Array(ArrayNode {
+                    len: a.len(),
+                    prefix,
+                    nested,
+                })),
+            )
         }
         Value::Object(o) => {
-            let children: Vec<SizeNode> = o.values().filter_map(size_tree).collect();
-            (!children.is_empty()).then(|| SizeNode::Object(children))
-        }
-        _ => None,
-    }
-}
-
-/// Bytes saved if every array keeps at most `keep` elements (plus a sentinel).
-fn array_savings(node: &SizeNode, keep: usize, sentinel: usize) -> usize {
-    match node {
-        SizeNode::Object(children) => children.iter().map(|c| array_savings(c, keep, sentinel)).sum(),
-        SizeNode::Array(a) => {
-            let mut saved = 0;
-            if a.len > keep {
-                let full = a.prefix[a.len];
-                let kept = a.prefix[keep] + sentinel + usize::from(keep > 0);
-                saved += full.saturating_sub(kept);
+            let mut total = 2 + o.len().saturating_sub(1);
+            let mut children = Vec::new();
+            for (k, x) in o {
+                let (size, node) = size_tree(x, keep, marks);
+                total += escaped_len(k) + 3 + size;
+                children.extend(node);
             }
-            for (i, child) in &a.nested {
-                if *i >= keep.min(a.len) {
-                    break;
-                }
-                saved += array_savings(child, keep, sentinel);
-            }
-            saved
+            (total, (!children.is_empty()).then_some(SizeNode::Object(children)))
         }
-    }
-}
-
-fn shorten_arrays(value: &Value, size: usize, budget: usize, marks: &Marks) -> Value {
-    let Some(tree) = size_tree(value) else {
-        return value.clone();
-    };
-    let need = size.saturating_sub(budget);
-    let max_len = max_array_len(value);
-    let sentinel = escaped_len(&marks.array_sentinel(max_len)) + 2;
-    let (mut lo, mut hi) = (0usize, max_len);
-    if array_savings(&tree, 0, sentinel) < need {
-        return apply_array_cut(value, 0, marks);
-    }
-    while lo < hi {
-        let mid = lo + (hi - lo).div_ceil(2);
-        if array_savings(&tree, mid, sentinel) >= need { lo = mid } else { hi = mid - 1 }
-    }
-    apply_array_cut(value, lo, marks)
-}
-
-fn max_array_len(v: &Value) -> usize {
-    match v {
-        Value::Array(a) => a.iter().map(max_array_len).max().unwrap_or(0).max(a.len()),
-        Value::Object(o) => o.values().map(max_array_len).max().unwrap_or(0),
-        _ => 0,
-    }
-}
-
-fn apply_array_cut(v: &Value, keep: usize, marks: &Marks) -> Value {
-    match v {
-        Value::Array(a) => {
-            let mut out: Vec<Value> = a.iter().take(keep).map(|x| apply_array_cut(x, keep, marks)).collect();
-            if a.len() > keep {
-                out.push(Value::String(marks.array_sentinel(a.len() - keep)));
-            }
-            Value::Array(out)
-        }
-        Value::Object(o) => Value::Object(
-            o.iter()
-                .map(|(k, x)| (k.clone(), apply_array_cut(x, keep, marks)))
-                .collect::<Map<_, _>>(),
-        ),
-        _ => v.clone(),
+        other => (json_size(other), None),
     }
 }
 

@@ -1,0 +1,137 @@
+//! The engine's own overhead: one validated call to a no-op tool through the whole pipeline,
+//! stage 1 on typical and broken arguments, truncation of 10 MB values, and a batch of 100
+//! concurrent read-only calls.
+//!
+//! Run: `cargo bench -p toolgate-core --bench engine`
+
+use async_trait::async_trait;
+use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use serde_json::{Map, Value, json};
+use std::hint::black_box;
+use std::sync::Arc;
+use toolgate_core::formats::RawArguments;
+use toolgate_core::parse::parse_arguments;
+use toolgate_core::result::truncate;
+use toolgate_core::tool::{Annotations, ToolContext, ToolOutput, ToolSpec};
+use toolgate_core::{
+    Answer, Engine, EngineConfig, Format, Registry, Session, SessionOptions, Tool, ToolCall, ToolError, TurnOptions,
+};
+
+struct Noop {
+    schema: Value,
+    spec: ToolSpec,
+}
+
+#[async_trait]
+impl Tool for Noop {
+    fn name(&self) -> &str {
+        "noop"
+    }
+    fn description(&self) -> &str {
+        "does nothing"
+    }
+    fn parameters(&self) -> &Value {
+        &self.schema
+    }
+    fn spec(&self) -> &ToolSpec {
+        &self.spec
+    }
+    async fn execute(&self, _: &ToolContext, _: Value) -> Result<ToolOutput, ToolError> {
+        Ok(ToolOutput::text("ok"))
+    }
+}
+
+fn engine() -> (Arc<Engine>, Arc<Session>) {
+    let mut registry = Registry::new();
+    registry.register(Arc::new(Noop {
+        schema: json!({
+            "type": "object",
+            "properties": {"path": {"type": "string"}, "limit": {"type": "integer", "minimum": 1}},
+            "required": ["path"],
+            "additionalProperties": false
+        }),
+        spec: ToolSpec::with_annotations(Annotations::READ_ONLY),
+    }));
+    let config = EngineConfig {
+        // Identical batches are the point of the benchmark, not a loop.
+        loop_threshold: u32::MAX,
+        ..EngineConfig::default()
+    };
+    let engine = Arc::new(Engine::new(registry, config));
+    let session = Arc::new(Session::new(engine.config(), SessionOptions::default()));
+    (engine, session)
+}
+
+fn pipeline(c: &mut Criterion) {
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let (engine, session) = engine();
+    let mut args = Map::new();
+    args.insert("path".into(), json!("src/lib.rs"));
+    args.insert("limit".into(), json!(10));
+    let call = ToolCall::new("call_1", "noop", args);
+    c.bench_function("pipeline/one_validated_noop_call", |b| {
+        b.to_async(&rt)
+            .iter(|| async { black_box(engine.run_call(&session, call.clone(), TurnOptions::default()).await) })
+    });
+    let answer = Answer::parse(
+        Format::Openai,
+        &json!({"role": "assistant", "tool_calls": [{"id": "c1", "type": "function",
+            "function": {"name": "noop", "arguments": "{\"path\": \"src/lib.rs\", \"limit\": 10}"}}]}),
+    )
+    .unwrap();
+    c.bench_function("pipeline/one_call_turn_openai_in_and_out", |b| {
+        b.to_async(&rt)
+            .iter(|| async { black_box(engine.run_turn(&session, &answer, TurnOptions::default()).await) })
+    });
+}
+
+fn batch(c: &mut Criterion) {
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let (engine, session) = engine();
+    let calls: Vec<Value> = (0..100)
+        .map(|i| json!({"id": format!("c{i}"), "type": "function", "function": {"name": "noop", "arguments": format!("{{\"path\": \"f{i}\"}}")}}))
+        .collect();
+    let answer = Answer::parse(Format::Openai, &json!({"role": "assistant", "tool_calls": calls})).unwrap();
+    c.bench_function("batch/100_concurrent_read_only_calls", |b| {
+        b.to_async(&rt)
+            .iter(|| async { black_box(engine.run_turn(&session, &answer, TurnOptions::default()).await) })
+    });
+}
+
+fn parse(c: &mut Criterion) {
+    let mut g = c.benchmark_group("parse");
+    let cases = [
+        ("valid", r#"{"path": "src/main.rs", "offset": 10, "limit": 50, "pattern": "fn main", "recursive": true}"#),
+        ("single_quotes_trailing_comma", r#"{'path': 'src/main.rs', 'offset': 10, 'limit': 50, 'pattern': 'fn main', 'recursive': True,}"#),
+        ("unquoted_keys_fenced", "```json\n{path: \"src/main.rs\", offset: 10, limit: 50, pattern: \"fn main\", recursive: true}\n```"),
+        ("cut_off", r#"{"path": "src/main.rs", "offset": 10, "limit": 50, "pattern": "fn ma"#),
+        ("double_encoded", r#""{\"path\": \"src/main.rs\", \"offset\": 10, \"limit\": 50}""#),
+    ];
+    for (name, text) in cases {
+        let raw = RawArguments::Text(text.to_owned());
+        g.bench_function(name, |b| b.iter(|| black_box(parse_arguments(black_box(&raw), false))));
+    }
+    g.finish();
+}
+
+fn truncation(c: &mut Criterion) {
+    let mut g = c.benchmark_group("truncate");
+    g.sample_size(20);
+    for mb in [1usize, 10] {
+        let n = mb << 20;
+        let string = json!({"exit_code": 0, "stdout": "x".repeat(n), "stderr": "done"});
+        let array = json!({"items": (0..n / 8).map(|i| i as u64 * 1_000_001).collect::<Vec<_>>()});
+        let nested = json!({"rows": (0..n / 1024).map(|i| json!({"id": i, "name": format!("row {i}"), "body": "b".repeat(990), "tags": ["a", "b"]})).collect::<Vec<_>>()});
+        for (kind, value) in [("string", &string), ("array", &array), ("nested_objects", &nested)] {
+            let bytes = value.to_string().len() as u64;
+            g.throughput(Throughput::Bytes(bytes));
+            g.bench_with_input(BenchmarkId::new(kind, format!("{mb}MB")), value, |b, v| {
+                b.iter(|| black_box(truncate(black_box(v), 65_536, Some("r1"))))
+            });
+        }
+    }
+    g.finish();
+}
+
+criterion_group!(benches, pipeline, batch, parse, truncation);
+criterion_main!(benches);
