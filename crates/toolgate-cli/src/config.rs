@@ -42,7 +42,10 @@ pub fn load(explicit: Option<&Path>) -> Result<Config> {
     let config: Config = toml::Value::Table(merged)
         .try_into()
         .map_err(|e: toml::de::Error| anyhow!("invalid configuration: {}", one_line(&e.to_string())))?;
-    config.engine.check().map_err(|e| anyhow!("invalid configuration: {e}"))?;
+    config
+        .engine
+        .check()
+        .map_err(|e| anyhow!("invalid configuration: {e}"))?;
     Ok(config)
 }
 
@@ -152,6 +155,9 @@ mod tests {
         let path = dir.path().join("t.toml");
         std::fs::write(&path, "[engine]\ntimeout_ms = 10\nno_such_key = 1\n").unwrap();
         let err = read_file(&path).unwrap_err().to_string();
-        assert!(err.contains("t.toml") && err.contains("line 3") && err.contains("no_such_key"), "{err}");
+        assert!(
+            err.contains("t.toml") && err.contains("line 3") && err.contains("no_such_key"),
+            "{err}"
+        );
     }
 }

@@ -19,7 +19,11 @@ use toolgate_core::{
 const MAX_STDIN: u64 = 64 << 20;
 
 #[derive(Parser, Debug)]
-#[command(name = "toolgate", version, about = "Executes the tool calls of language models, safely, fast and observably.")]
+#[command(
+    name = "toolgate",
+    version,
+    about = "Executes the tool calls of language models, safely, fast and observably."
+)]
 struct Cli {
     /// A configuration file (trusted: it was named explicitly).
     #[arg(long, global = true, value_name = "FILE")]
@@ -99,7 +103,11 @@ fn init_tracing() {
 }
 
 fn one_line(s: &str) -> String {
-    s.lines().map(str::trim).filter(|l| !l.is_empty()).collect::<Vec<_>>().join(" ")
+    s.lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 async fn run(cli: Cli) -> Result<ExitCode> {
@@ -116,7 +124,11 @@ async fn run(cli: Cli) -> Result<ExitCode> {
         registry.register(tool);
     }
     let engine = Arc::new(Engine::new(registry, config.engine));
-    let approver: Arc<dyn Approver> = if cli.yes { Arc::new(ApproveAll) } else { Arc::new(DenyAll) };
+    let approver: Arc<dyn Approver> = if cli.yes {
+        Arc::new(ApproveAll)
+    } else {
+        Arc::new(DenyAll)
+    };
     let session = Arc::new(Session::new(
         engine.config(),
         SessionOptions {

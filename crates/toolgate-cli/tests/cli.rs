@@ -21,7 +21,8 @@ fn workspace() -> tempfile::TempDir {
 }
 
 fn json_out(out: &std::process::Output) -> Value {
-    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("stdout is not JSON ({e}): {}", String::from_utf8_lossy(&out.stdout)))
+    serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("stdout is not JSON ({e}): {}", String::from_utf8_lossy(&out.stdout)))
 }
 
 /// A user mistake: exit 2, one line on stderr naming the problem, no panic or backtrace.
@@ -29,7 +30,10 @@ fn assert_usage_error(out: &std::process::Output, needle: &str) {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "stderr: {stderr}");
     assert!(stderr.contains(needle), "{stderr:?} should mention {needle:?}");
-    assert!(!stderr.contains("panicked") && !stderr.contains("backtrace"), "{stderr}");
+    assert!(
+        !stderr.contains("panicked") && !stderr.contains("backtrace"),
+        "{stderr}"
+    );
     assert_eq!(stderr.trim_end().lines().count(), 1, "one line: {stderr:?}");
 }
 
@@ -37,18 +41,48 @@ fn assert_usage_error(out: &std::process::Output, needle: &str) {
 fn tools_prints_every_format_sorted_by_name() {
     let ws = workspace();
     for format in ["openai", "responses", "anthropic", "gemini", "mcp"] {
-        let out = toolgate(ws.path()).args(["tools", "--format", format]).output().unwrap();
+        let out = toolgate(ws.path())
+            .args(["tools", "--format", format])
+            .output()
+            .unwrap();
         assert!(out.status.success(), "{format}");
         let v = json_out(&out);
         let names: Vec<String> = match format {
-            "openai" => v.as_array().unwrap().iter().map(|t| t["function"]["name"].as_str().unwrap().to_owned()).collect(),
-            "gemini" => v[0]["functionDeclarations"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap().to_owned()).collect(),
-            "mcp" => v["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap().to_owned()).collect(),
-            _ => v.as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap().to_owned()).collect(),
+            "openai" => v
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|t| t["function"]["name"].as_str().unwrap().to_owned())
+                .collect(),
+            "gemini" => v[0]["functionDeclarations"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|t| t["name"].as_str().unwrap().to_owned())
+                .collect(),
+            "mcp" => v["tools"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|t| t["name"].as_str().unwrap().to_owned())
+                .collect(),
+            _ => v
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|t| t["name"].as_str().unwrap().to_owned())
+                .collect(),
         };
-        assert_eq!(names, ["edit_file", "list_directory", "read_file", "read_result", "write_file"], "{format}");
+        assert_eq!(
+            names,
+            ["edit_file", "list_directory", "read_file", "read_result", "write_file"],
+            "{format}"
+        );
     }
-    let out = toolgate(ws.path()).args(["tools", "--format", "text"]).output().unwrap();
+    let out = toolgate(ws.path())
+        .args(["tools", "--format", "text"])
+        .output()
+        .unwrap();
     assert!(String::from_utf8_lossy(&out.stdout).contains("### read_file"));
     let out = toolgate(ws.path()).args(["tools", "--format", "xml"]).output().unwrap();
     assert_eq!(out.status.code(), Some(2));
@@ -57,11 +91,17 @@ fn tools_prints_every_format_sorted_by_name() {
 #[test]
 fn call_prints_the_result_and_exits_by_outcome() {
     let ws = workspace();
-    let out = toolgate(ws.path()).args(["call", "read_file", r#"{"path": "hello.txt"}"#]).output().unwrap();
+    let out = toolgate(ws.path())
+        .args(["call", "read_file", r#"{"path": "hello.txt"}"#])
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(0));
     assert_eq!(json_out(&out)["content"], "hello\nworld\n");
 
-    let out = toolgate(ws.path()).args(["call", "read_file", r#"{"path": "../../etc/passwd"}"#]).output().unwrap();
+    let out = toolgate(ws.path())
+        .args(["call", "read_file", r#"{"path": "../../etc/passwd"}"#])
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(1));
     assert_eq!(json_out(&out)["error"]["type"], "execution_failed");
 
@@ -69,7 +109,10 @@ fn call_prints_the_result_and_exits_by_outcome() {
     assert_eq!(out.status.code(), Some(1));
     assert_eq!(json_out(&out)["error"]["suggestions"], json!(["read_file"]));
 
-    let out = toolgate(ws.path()).args(["call", "read_file", r#"{"path": 5}"#]).output().unwrap();
+    let out = toolgate(ws.path())
+        .args(["call", "read_file", r#"{"path": 5}"#])
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(1));
     assert_eq!(json_out(&out)["error"]["type"], "invalid_arguments");
 }
@@ -86,7 +129,10 @@ fn writes_are_refused_without_approval_and_run_with_yes_or_yolo() {
     assert!(e["message"].as_str().unwrap().contains("--yes"));
     assert!(!ws.path().join("out.txt").exists());
     for flag in ["--yes", "--yolo"] {
-        let out = toolgate(ws.path()).args([flag, "call", "write_file", args]).output().unwrap();
+        let out = toolgate(ws.path())
+            .args([flag, "call", "write_file", args])
+            .output()
+            .unwrap();
         assert_eq!(out.status.code(), Some(0), "{flag}");
         assert_eq!(std::fs::read_to_string(ws.path().join("out.txt")).unwrap(), "written");
         std::fs::remove_file(ws.path().join("out.txt")).unwrap();
@@ -96,12 +142,20 @@ fn writes_are_refused_without_approval_and_run_with_yes_or_yolo() {
 #[test]
 fn exec_runs_the_example_answer() {
     let ws = workspace();
-    let example = std::fs::read(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/openai-answer.json")).unwrap();
-    let out = toolgate(Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))).arg("exec").write_stdin(example).output().unwrap();
+    let example =
+        std::fs::read(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/openai-answer.json")).unwrap();
+    let out = toolgate(Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../..")))
+        .arg("exec")
+        .write_stdin(example)
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
     let v = json_out(&out);
     assert_eq!(v["status"], "continue");
-    let ids: Vec<&str> = v["messages"].as_array().unwrap()[1..].iter().map(|m| m["tool_call_id"].as_str().unwrap()).collect();
+    let ids: Vec<&str> = v["messages"].as_array().unwrap()[1..]
+        .iter()
+        .map(|m| m["tool_call_id"].as_str().unwrap())
+        .collect();
     assert_eq!(ids, ["call_list", "call_read", "call_escape", "call_write"]);
     let _ = ws;
 }
@@ -110,10 +164,22 @@ fn exec_runs_the_example_answer() {
 fn exec_reads_each_provider_format() {
     let ws = workspace();
     let answers = [
-        ("anthropic", json!({"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "read_file", "input": {"path": "hello.txt"}}]})),
-        ("gemini", json!({"candidates": [{"content": {"role": "model", "parts": [{"functionCall": {"id": "t1", "name": "read_file", "args": {"path": "hello.txt"}}}]}}]})),
-        ("responses", json!({"output": [{"type": "function_call", "call_id": "t1", "name": "read_file", "arguments": "{\"path\": \"hello.txt\"}"}]})),
-        ("openai", json!({"role": "assistant", "tool_calls": [{"id": "t1", "type": "function", "function": {"name": "read_file", "arguments": "{\"path\": \"hello.txt\"}"}}]})),
+        (
+            "anthropic",
+            json!({"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "read_file", "input": {"path": "hello.txt"}}]}),
+        ),
+        (
+            "gemini",
+            json!({"candidates": [{"content": {"role": "model", "parts": [{"functionCall": {"id": "t1", "name": "read_file", "args": {"path": "hello.txt"}}}]}}]}),
+        ),
+        (
+            "responses",
+            json!({"output": [{"type": "function_call", "call_id": "t1", "name": "read_file", "arguments": "{\"path\": \"hello.txt\"}"}]}),
+        ),
+        (
+            "openai",
+            json!({"role": "assistant", "tool_calls": [{"id": "t1", "type": "function", "function": {"name": "read_file", "arguments": "{\"path\": \"hello.txt\"}"}}]}),
+        ),
     ];
     for (format, answer) in answers {
         for explicit in [true, false] {
@@ -126,13 +192,25 @@ fn exec_reads_each_provider_format() {
             assert_eq!(out.status.code(), Some(0), "{format}");
             let text = String::from_utf8_lossy(&out.stdout);
             // The file's text, as a JSON string inside the result (Gemini) or inside a string (the rest).
-            assert!(text.contains("hello\\nworld") || text.contains("hello\\\\nworld"), "{format} explicit={explicit}: {text}");
+            assert!(
+                text.contains("hello\\nworld") || text.contains("hello\\\\nworld"),
+                "{format} explicit={explicit}: {text}"
+            );
         }
     }
     let text = "```json\n{\"tool\": \"read_file\", \"parameters\": {\"path\": \"hello.txt\"}}\n```";
-    let out = toolgate(ws.path()).args(["exec", "--format", "text"]).write_stdin(text).output().unwrap();
+    let out = toolgate(ws.path())
+        .args(["exec", "--format", "text"])
+        .write_stdin(text)
+        .output()
+        .unwrap();
     let v = json_out(&out);
-    assert!(v["messages"][1]["content"].as_str().unwrap().starts_with("[TOOL RESULT: read_file]"));
+    assert!(
+        v["messages"][1]["content"]
+            .as_str()
+            .unwrap()
+            .starts_with("[TOOL RESULT: read_file]")
+    );
 }
 
 #[test]
@@ -140,12 +218,24 @@ fn exec_exits_1_when_the_batch_aborts() {
     let ws = workspace();
     let config = ws.path().join("toolgate.toml");
     std::fs::write(&config, "[engine]\nmalformed = \"abort\"\n").unwrap();
-    let answer = json!({"role": "assistant", "tool_calls": [{"id": "a", "type": "function", "function": {"arguments": "{}"}}]});
-    let out = toolgate(ws.path()).arg("--config").arg(&config).arg("exec").write_stdin(answer.to_string()).output().unwrap();
+    let answer =
+        json!({"role": "assistant", "tool_calls": [{"id": "a", "type": "function", "function": {"arguments": "{}"}}]});
+    let out = toolgate(ws.path())
+        .arg("--config")
+        .arg(&config)
+        .arg("exec")
+        .write_stdin(answer.to_string())
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(1));
     assert_eq!(json_out(&out)["status"], "malformed_call");
     // The same through the environment.
-    let out = toolgate(ws.path()).env("TOOLGATE_ENGINE_MALFORMED", "abort").arg("exec").write_stdin(answer.to_string()).output().unwrap();
+    let out = toolgate(ws.path())
+        .env("TOOLGATE_ENGINE_MALFORMED", "abort")
+        .arg("exec")
+        .write_stdin(answer.to_string())
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(1));
 }
 
@@ -154,28 +244,59 @@ fn bad_input_gets_one_clear_line_and_exit_2() {
     let ws = workspace();
     let out = toolgate(ws.path()).arg("exec").write_stdin("").output().unwrap();
     assert_usage_error(&out, "no model answer on stdin");
-    let out = toolgate(ws.path()).args(["exec", "--format", "openai"]).write_stdin("garbage \u{1}\u{2} not json").output().unwrap();
+    let out = toolgate(ws.path())
+        .args(["exec", "--format", "openai"])
+        .write_stdin("garbage \u{1}\u{2} not json")
+        .output()
+        .unwrap();
     assert_usage_error(&out, "not a JSON openai model answer");
-    let out = toolgate(ws.path()).arg("exec").write_stdin("{\"choices\": [").output().unwrap();
+    let out = toolgate(ws.path())
+        .arg("exec")
+        .write_stdin("{\"choices\": [")
+        .output()
+        .unwrap();
     assert_usage_error(&out, "not valid JSON");
-    let out = toolgate(ws.path()).args(["exec", "--format", "anthropic"]).write_stdin("{\"role\": \"assistant\"}").output().unwrap();
+    let out = toolgate(ws.path())
+        .args(["exec", "--format", "anthropic"])
+        .write_stdin("{\"role\": \"assistant\"}")
+        .output()
+        .unwrap();
     assert_usage_error(&out, "no `content` array");
     let deep = "[".repeat(100_000) + &"]".repeat(100_000);
     let out = toolgate(ws.path()).arg("exec").write_stdin(deep).output().unwrap();
     assert_usage_error(&out, "recursion limit");
-    let out = toolgate(ws.path()).args(["call", "read_file", "{\"path\": "]).output().unwrap();
+    let out = toolgate(ws.path())
+        .args(["call", "read_file", "{\"path\": "])
+        .output()
+        .unwrap();
     assert_usage_error(&out, "ARGS_JSON is not valid JSON");
     let out = toolgate(ws.path()).args(["call", "read_file", "[1]"]).output().unwrap();
     assert_usage_error(&out, "must be a JSON object");
-    let out = Command::cargo_bin("toolgate").unwrap().args(["--workspace", "/no/such/dir", "tools"]).output().unwrap();
+    let out = Command::cargo_bin("toolgate")
+        .unwrap()
+        .args(["--workspace", "/no/such/dir", "tools"])
+        .output()
+        .unwrap();
     assert_usage_error(&out, "is not a directory");
-    let out = toolgate(ws.path()).args(["--config", "/no/such.toml", "tools"]).output().unwrap();
+    let out = toolgate(ws.path())
+        .args(["--config", "/no/such.toml", "tools"])
+        .output()
+        .unwrap();
     assert_usage_error(&out, "does not exist");
     let bad = ws.path().join("bad.toml");
     std::fs::write(&bad, "[engine]\ntimeout_ms = \"soon\"\n").unwrap();
-    let out = toolgate(ws.path()).arg("--config").arg(&bad).arg("tools").output().unwrap();
+    let out = toolgate(ws.path())
+        .arg("--config")
+        .arg(&bad)
+        .arg("tools")
+        .output()
+        .unwrap();
     assert_usage_error(&out, "line 2");
-    let out = toolgate(ws.path()).env("TOOLGATE_ENGINE_MAX_PARALLEL", "0").arg("tools").output().unwrap();
+    let out = toolgate(ws.path())
+        .env("TOOLGATE_ENGINE_MAX_PARALLEL", "0")
+        .arg("tools")
+        .output()
+        .unwrap();
     assert_usage_error(&out, "max_parallel");
     let out = toolgate(ws.path()).arg("frobnicate").output().unwrap();
     assert_eq!(out.status.code(), Some(2));
@@ -187,7 +308,11 @@ fn a_50_mb_answer_is_answered_correctly() {
     let content = "x".repeat(50 << 20);
     let answer = json!({"role": "assistant", "tool_calls": [{"id": "big", "type": "function", "function": {
         "name": "read_file", "arguments": json!({"path": "hello.txt", "padding": content}).to_string()}}]});
-    let out = toolgate(ws.path()).arg("exec").write_stdin(answer.to_string()).output().unwrap();
+    let out = toolgate(ws.path())
+        .arg("exec")
+        .write_stdin(answer.to_string())
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
     let v = json_out(&out);
     // The unknown key is dropped (the schema forbids it) and the call runs.
@@ -208,7 +333,11 @@ fn a_call_with_10000_arguments_is_answered_correctly() {
     }
     let answer = json!({"role": "assistant", "tool_calls": [{"id": "many", "type": "function", "function": {
         "name": "read_file", "arguments": Value::Object(args).to_string()}}]});
-    let out = toolgate(ws.path()).arg("exec").write_stdin(answer.to_string()).output().unwrap();
+    let out = toolgate(ws.path())
+        .arg("exec")
+        .write_stdin(answer.to_string())
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(0));
     let v = json_out(&out);
     assert!(v["messages"][1]["content"].as_str().unwrap().contains("hello\\nworld"));

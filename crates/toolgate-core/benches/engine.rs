@@ -63,7 +63,10 @@ fn engine() -> (Arc<Engine>, Arc<Session>) {
 }
 
 fn pipeline(c: &mut Criterion) {
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
     let (engine, session) = engine();
     let mut args = Map::new();
     args.insert("path".into(), json!("src/lib.rs"));
@@ -86,7 +89,11 @@ fn pipeline(c: &mut Criterion) {
 }
 
 fn batch(c: &mut Criterion) {
-    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
     let (engine, session) = engine();
     let calls: Vec<Value> = (0..100)
         .map(|i| json!({"id": format!("c{i}"), "type": "function", "function": {"name": "noop", "arguments": format!("{{\"path\": \"f{i}\"}}")}}))
@@ -101,11 +108,26 @@ fn batch(c: &mut Criterion) {
 fn parse(c: &mut Criterion) {
     let mut g = c.benchmark_group("parse");
     let cases = [
-        ("valid", r#"{"path": "src/main.rs", "offset": 10, "limit": 50, "pattern": "fn main", "recursive": true}"#),
-        ("single_quotes_trailing_comma", r#"{'path': 'src/main.rs', 'offset': 10, 'limit': 50, 'pattern': 'fn main', 'recursive': True,}"#),
-        ("unquoted_keys_fenced", "```json\n{path: \"src/main.rs\", offset: 10, limit: 50, pattern: \"fn main\", recursive: true}\n```"),
-        ("cut_off", r#"{"path": "src/main.rs", "offset": 10, "limit": 50, "pattern": "fn ma"#),
-        ("double_encoded", r#""{\"path\": \"src/main.rs\", \"offset\": 10, \"limit\": 50}""#),
+        (
+            "valid",
+            r#"{"path": "src/main.rs", "offset": 10, "limit": 50, "pattern": "fn main", "recursive": true}"#,
+        ),
+        (
+            "single_quotes_trailing_comma",
+            r#"{'path': 'src/main.rs', 'offset': 10, 'limit': 50, 'pattern': 'fn main', 'recursive': True,}"#,
+        ),
+        (
+            "unquoted_keys_fenced",
+            "```json\n{path: \"src/main.rs\", offset: 10, limit: 50, pattern: \"fn main\", recursive: true}\n```",
+        ),
+        (
+            "cut_off",
+            r#"{"path": "src/main.rs", "offset": 10, "limit": 50, "pattern": "fn ma"#,
+        ),
+        (
+            "double_encoded",
+            r#""{\"path\": \"src/main.rs\", \"offset\": 10, \"limit\": 50}""#,
+        ),
     ];
     for (name, text) in cases {
         let raw = RawArguments::Text(text.to_owned());

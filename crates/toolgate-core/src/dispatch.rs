@@ -229,7 +229,12 @@ impl Engine {
     }
 
     /// Runs every call of a model answer and returns the messages to append.
-    pub async fn run_turn(self: &Arc<Self>, session: &Arc<Session>, answer: &Answer, options: TurnOptions) -> TurnOutcome {
+    pub async fn run_turn(
+        self: &Arc<Self>,
+        session: &Arc<Session>,
+        answer: &Answer,
+        options: TurnOptions,
+    ) -> TurnOutcome {
         let turn = Arc::new(TurnState::new(options));
         // Stage 1, for the whole batch.
         let parsed: Vec<Result<ToolCall, Malformed>> = answer
@@ -308,7 +313,7 @@ impl Engine {
             return parsed
                 .into_iter()
                 .map(|p| match p {
-                    Err(m) => self.abort_with(AbortReason::MalformedCall, &m.id, m.name.as_deref().unwrap_or("unknown"), m.error),
+                    Err(m) => self.abort_with(AbortReason::MalformedCall, &m.id, m.name.as_deref().unwrap_or("unknown"), *m.error),
                     Ok(c) => self.abort_with(
                         AbortReason::MalformedCall,
                         &c.id,
@@ -455,10 +460,16 @@ impl Engine {
                 span.record("gen_ai.tool.description", e.tool().description());
             }
             if self.config.trace_content {
-                span.record("gen_ai.tool.call.arguments", call.arguments_value().to_string().as_str());
+                span.record(
+                    "gen_ai.tool.call.arguments",
+                    call.arguments_value().to_string().as_str(),
+                );
             }
         }
-        let outcome = self.pipeline(session, turn, call, queued).instrument(span.clone()).await;
+        let outcome = self
+            .pipeline(session, turn, call, queued)
+            .instrument(span.clone())
+            .await;
         if let Some(kind) = outcome.entry().and_then(|e| e.error_kind) {
             span.record("error.type", kind.as_str());
         }
@@ -484,7 +495,11 @@ impl Engine {
         }
         // 3. lookup
         let Some(entry) = self.registry.get(call.name.as_str()) else {
-            let candidates = self.registry.entries().filter(|e| turn.exposes(e.name())).map(|e| e.provider_name());
+            let candidates = self
+                .registry
+                .entries()
+                .filter(|e| turn.exposes(e.name()))
+                .map(|e| e.provider_name());
             let suggestions = Registry::suggestions(call.name.as_str(), candidates);
             let mut message = format!("There is no tool named {:?}.", call.name.as_str());
             if !suggestions.is_empty() {
@@ -523,7 +538,10 @@ impl Engine {
             return fail(
                 CallError::new(
                     ErrorKind::NotAvailable,
-                    format!("The tool {name:?} is not available this turn. Use one of: {}.", allowed.join(", ")),
+                    format!(
+                        "The tool {name:?} is not available this turn. Use one of: {}.",
+                        allowed.join(", ")
+                    ),
                 )
                 .with("allowed_tools", allowed),
             );
@@ -640,7 +658,16 @@ impl Engine {
             retry_allowed: spec.retry_allowed(),
         };
         stats.waiting = stats.queued.elapsed();
-        let report = execute(tool.as_ref(), &ctx, &args, policy, &kill, self.events.as_ref(), &call.id).await;
+        let report = execute(
+            tool.as_ref(),
+            &ctx,
+            &args,
+            policy,
+            &kill,
+            self.events.as_ref(),
+            &call.id,
+        )
+        .await;
         stats.attempts = report.attempts;
         stats.running = report.running;
         let output = match report.result {
@@ -650,14 +677,20 @@ impl Engine {
                     AbortReason::StoppedByUser,
                     &call.id,
                     name,
-                    CallError::new(ErrorKind::Canceled, "The call was canceled by the user while it ran; its partial result was discarded."),
+                    CallError::new(
+                        ErrorKind::Canceled,
+                        "The call was canceled by the user while it ran; its partial result was discarded.",
+                    ),
                 );
             }
             Err(ExecFailure::Timeout { limit }) => {
                 return fail(
                     CallError::new(
                         ErrorKind::Timeout,
-                        format!("The tool did not finish within {} ms and was stopped.", limit.as_millis()),
+                        format!(
+                            "The tool did not finish within {} ms and was stopped.",
+                            limit.as_millis()
+                        ),
                     )
                     .with("attempts", report.attempts)
                     .with("timeout_ms", limit.as_millis() as u64),
@@ -681,8 +714,11 @@ impl Engine {
         {
             let violations = compiled.violations(&output.content);
             return fail(
-                CallError::new(ErrorKind::ResultInvalid, "The tool returned a result that does not match its output schema.")
-                    .with("errors", serde_json::to_value(violations).unwrap_or(Value::Null)),
+                CallError::new(
+                    ErrorKind::ResultInvalid,
+                    "The tool returned a result that does not match its output schema.",
+                )
+                .with("errors", serde_json::to_value(violations).unwrap_or(Value::Null)),
             );
         }
         let content = normalize_empty(output.content);
@@ -715,7 +751,13 @@ impl Engine {
 
     /// Stage 8's approval: asks the session's approver (one ask at a time), within the timeout,
     /// raced with a kill.
-    async fn ask(&self, session: &Arc<Session>, call: &ToolCall, subject: Option<&str>, reason: String) -> (bool, Source, String) {
+    async fn ask(
+        &self,
+        session: &Arc<Session>,
+        call: &ToolCall,
+        subject: Option<&str>,
+        reason: String,
+    ) -> (bool, Source, String) {
         let kill = session.kill_token();
         let request = ApprovalRequest {
             call: call.clone(),
@@ -735,19 +777,27 @@ impl Engine {
             } => answer,
         };
         match answer {
-            Err(_) => (false, Source::UserRejected, format!("nobody approved it within {} ms", timeout.as_millis())),
+            Err(_) => (
+                false,
+                Source::UserRejected,
+                format!("nobody approved it within {} ms", timeout.as_millis()),
+            ),
             Ok(Approval::ApproveOnce) => (true, Source::UserApproved, "approved once".into()),
             Ok(Approval::ApproveSession) => (true, Source::UserApprovedSession, "approved for the session".into()),
             Ok(Approval::ApproveTool) => (true, Source::UserApprovedTool, "tool approved for the session".into()),
             Ok(Approval::ApproveRule(rule)) => (true, Source::UserApprovedRule, format!("approved by rule {rule}")),
-            Ok(Approval::Reject(why)) => (false, Source::UserRejected, why.unwrap_or_else(|| "no reason given".into())),
+            Ok(Approval::Reject(why)) => (
+                false,
+                Source::UserRejected,
+                why.unwrap_or_else(|| "no reason given".into()),
+            ),
             Ok(Approval::Unavailable) => (false, Source::NonInteractiveDeny, reason),
         }
     }
 
     fn malformed(&self, session: &Arc<Session>, m: Malformed) -> Outcome {
         let name = m.name.as_deref().map_or_else(|| "unknown".to_owned(), provider_safe);
-        self.recorded_failure(session, &m.id, &name, m.error)
+        self.recorded_failure(session, &m.id, &name, *m.error)
     }
 
     /// A failed call's entry; the consecutive-error cap turns the Nth into an abort.
@@ -781,7 +831,10 @@ impl Engine {
             AbortReason::StoppedByUser,
             id,
             &self.provider_name(&name),
-            CallError::new(ErrorKind::Canceled, "The call was not run because the user stopped the turn."),
+            CallError::new(
+                ErrorKind::Canceled,
+                "The call was not run because the user stopped the turn.",
+            ),
         )
     }
 
@@ -873,7 +926,10 @@ pub fn turn_status(outcomes: &[Outcome]) -> TurnStatus {
     if outcomes.iter().any(|o| matches!(o, Outcome::Restart { .. })) {
         return TurnStatus::Restart;
     }
-    if outcomes.iter().any(|o| matches!(o, Outcome::Recorded { end_turn: true, .. })) {
+    if outcomes
+        .iter()
+        .any(|o| matches!(o, Outcome::Recorded { end_turn: true, .. }))
+    {
         return TurnStatus::EndTurn;
     }
     TurnStatus::Continue

@@ -62,7 +62,11 @@ pub async fn execute(
 ) -> ExecReport {
     let start = Instant::now();
     let deadline = start + policy.deadline;
-    let max_attempts = if policy.retry_allowed { policy.retry.max_attempts.max(1) } else { 1 };
+    let max_attempts = if policy.retry_allowed {
+        policy.retry.max_attempts.max(1)
+    } else {
+        1
+    };
     let mut attempts = 0;
     loop {
         attempts += 1;
@@ -71,7 +75,11 @@ pub async fn execute(
         attempt_ctx.cancel = attempt_token.clone();
         let now = Instant::now();
         let attempt_end = (now + policy.timeout).min(deadline);
-        let limit = if attempt_end == deadline { policy.deadline } else { policy.timeout };
+        let limit = if attempt_end == deadline {
+            policy.deadline
+        } else {
+            policy.timeout
+        };
         let outcome = tokio::select! {
             biased;
             _ = kill.cancelled() => {

@@ -148,7 +148,10 @@ impl Blocks {
         call_id: |p| {
             let fc = p.get("functionCall")?;
             let name = fc.get("name")?.as_str()?.to_owned();
-            let id = fc.get("id").and_then(Value::as_str).map_or_else(|| name.clone(), str::to_owned);
+            let id = fc
+                .get("id")
+                .and_then(Value::as_str)
+                .map_or_else(|| name.clone(), str::to_owned);
             Some((id, name))
         },
         result_id: |p| {
@@ -170,23 +173,22 @@ fn sanitize_blocks(messages: Vec<Value>, b: Blocks) -> Vec<Value> {
             .get(b.list_key)
             .and_then(Value::as_array)
             .is_some_and(|l| l.iter().any(|x| (b.result_id)(x).is_some()));
-        if role == "user" && (has_results || !pending.calls.is_empty()) {
-            if let Some(Value::Array(list)) = m.get_mut(b.list_key) {
-                list.retain(|x| (b.result_id)(x).is_none_or(|id| pending.take_answer(&id)));
-                let missing = pending.missing();
-                if !missing.is_empty() {
-                    let extra = result_blocks(&b, &missing);
-                    // Results come first in the message.
-                    let rest = std::mem::take(list);
-                    list.extend(extra);
-                    list.extend(rest);
-                }
-                if list.is_empty() {
-                    continue;
-                }
-                out.push(m);
-                continue;
+        if role == "user"
+            && (has_results || !pending.calls.is_empty())
+            && let Some(Value::Array(list)) = m.get_mut(b.list_key)
+        {
+            list.retain(|x| (b.result_id)(x).is_none_or(|id| pending.take_answer(&id)));
+            let missing = pending.missing();
+            if !missing.is_empty() {
+                // Results come first in the message.
+                let rest = std::mem::take(list);
+                list.extend(result_blocks(&b, &missing));
+                list.extend(rest);
             }
+            if !list.is_empty() {
+                out.push(m);
+            }
+            continue;
         }
         let missing = pending.missing();
         if !missing.is_empty() {

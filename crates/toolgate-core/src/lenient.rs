@@ -42,12 +42,9 @@ pub fn read(text: &str, max_depth: usize) -> Result<(Value, Repairs), String> {
     }
     if !matches!(r.s[r.i], b'{' | b'[' | b'"' | b'\'' | b'`') {
         // Prose before the value: start at the first object or array.
-        match text[r.i..r.s.len()].find(['{', '[']) {
-            Some(off) => {
-                r.i += off;
-                r.repairs.note("skipped_leading_text");
-            }
-            None => {}
+        if let Some(off) = text[r.i..r.s.len()].find(['{', '[']) {
+            r.i += off;
+            r.repairs.note("skipped_leading_text");
         }
     }
     let value = r.value(0)?;
@@ -356,7 +353,10 @@ impl Reader<'_> {
             // A surrogate pair is two escapes.
             if (0xD800..0xDC00).contains(&code)
                 && self.text.get(self.i..self.i + 2) == Some("\\u")
-                && let Some(low) = self.text.get(self.i + 2..self.i + 6).and_then(|h| u32::from_str_radix(h, 16).ok())
+                && let Some(low) = self
+                    .text
+                    .get(self.i + 2..self.i + 6)
+                    .and_then(|h| u32::from_str_radix(h, 16).ok())
                 && (0xDC00..0xE000).contains(&low)
             {
                 self.i += 6;
@@ -445,7 +445,10 @@ fn number(word: &str) -> Option<Number> {
         return Some(n);
     }
     let w = word.strip_prefix('+').unwrap_or(word);
-    if !w.bytes().all(|b| b.is_ascii_digit() || matches!(b, b'.' | b'-' | b'e' | b'E' | b'+')) {
+    if !w
+        .bytes()
+        .all(|b| b.is_ascii_digit() || matches!(b, b'.' | b'-' | b'e' | b'E' | b'+'))
+    {
         return None;
     }
     if !w.bytes().any(|b| b.is_ascii_digit()) {
@@ -487,7 +490,10 @@ mod tests {
             ("{\"a\": 1,}", json!({"a": 1})),
             ("{'a': 'b'}", json!({"a": "b"})),
             ("{a: 1, b_c: \"x\"}", json!({"a": 1, "b_c": "x"})),
-            ("{\"a\": True, \"b\": None, \"c\": False}", json!({"a": true, "b": null, "c": false})),
+            (
+                "{\"a\": True, \"b\": None, \"c\": False}",
+                json!({"a": true, "b": null, "c": false}),
+            ),
             ("```json\n{\"a\": 1}\n```", json!({"a": 1})),
             ("{\"a\": 1 // one\n, \"b\": 2 /* two */}", json!({"a": 1, "b": 2})),
             ("{\"a\": 1 \"b\": 2}", json!({"a": 1, "b": 2})),
@@ -499,7 +505,10 @@ mod tests {
             ("''!", json!("")),
             ("{\"k\": \"x\\é\"}", json!({"k": "x\\é"})),
             ("{\"e\": \"\\u00e9\\ud83d\\ude00\"}", json!({"e": "é😀"})),
-            ("{\"n\": .5, \"m\": 1., \"big\": 1e400}", json!({"n": 0.5, "m": 1.0, "big": "1e400"})),
+            (
+                "{\"n\": .5, \"m\": 1., \"big\": 1e400}",
+                json!({"n": 0.5, "m": 1.0, "big": "1e400"}),
+            ),
             ("Sure: {\"a\": 1} hope it helps", json!({"a": 1})),
             ("{\"a\": undefined, \"b\": NaN}", json!({"a": null, "b": null})),
         ];

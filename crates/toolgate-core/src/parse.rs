@@ -14,7 +14,14 @@ use serde_json::{Map, Value};
 pub const MAX_DEPTH: usize = 100;
 
 /// Prefixes models put before a tool's name.
-const NAME_PREFIXES: &[&str] = &["functions.", "function.", "tools.", "tool.", "functions/", "default_api."];
+const NAME_PREFIXES: &[&str] = &[
+    "functions.",
+    "function.",
+    "tools.",
+    "tool.",
+    "functions/",
+    "default_api.",
+];
 
 /// A call that stage 1 could not make usable.
 #[derive(Clone, Debug, PartialEq)]
@@ -24,7 +31,7 @@ pub struct Malformed {
     /// The name as written, if any.
     pub name: Option<String>,
     /// The `malformed_call` error.
-    pub error: CallError,
+    pub error: Box<CallError>,
 }
 
 /// Normalises one raw call. `cut_off` says the provider cut the answer at its token limit: then
@@ -39,10 +46,13 @@ pub fn normalize(raw: &RawCall, registry: &Registry, cut_off: bool) -> Result<To
     let malformed = |name: Option<String>, message: String| Malformed {
         id: id.clone(),
         name,
-        error: CallError::new(ErrorKind::MalformedCall, message),
+        error: Box::new(CallError::new(ErrorKind::MalformedCall, message)),
     };
     let Some(written) = raw.name.as_deref().map(str::trim).filter(|n| !n.is_empty()) else {
-        return Err(malformed(None, "The tool call has no tool name. Call again with the tool's name.".into()));
+        return Err(malformed(
+            None,
+            "The tool call has no tool name. Call again with the tool's name.".into(),
+        ));
     };
     let mut repair = raw.repair.clone().unwrap_or_default();
     let name = resolve_name(written, registry, &mut repair.actions);
@@ -175,8 +185,9 @@ pub fn repair_json(text: &str) -> Result<(Value, Option<Repair>), String> {
     if let Ok(v) = serde_json::from_str::<Value>(text) {
         return Ok((v, None));
     }
-    let (mut value, repairs) = crate::lenient::read(text, MAX_DEPTH)
-        .map_err(|e| format!("The arguments are not valid JSON and could not be repaired ({e}). Call again with valid JSON."))?;
+    let (mut value, repairs) = crate::lenient::read(text, MAX_DEPTH).map_err(|e| {
+        format!("The arguments are not valid JSON and could not be repaired ({e}). Call again with valid JSON.")
+    })?;
     let mut actions: Vec<String> = repairs.actions.iter().map(|a| (*a).to_owned()).collect();
     if let Value::String(inner) = &value
         && let Ok(v @ Value::Object(_)) = serde_json::from_str::<Value>(inner)
@@ -229,13 +240,29 @@ mod tests {
     #[test]
     fn each_repair_is_applied_and_named() {
         let cases: &[(&str, Value, &str)] = &[
-            ("```json\n{\"path\": \"a\"}\n```", json!({"path": "a"}), "stripped_code_fence"),
+            (
+                "```json\n{\"path\": \"a\"}\n```",
+                json!({"path": "a"}),
+                "stripped_code_fence",
+            ),
             (r#"{"path": "a",}"#, json!({"path": "a"}), "trailing_comma"),
             (r#"{'path': 'a'}"#, json!({"path": "a"}), "single_quotes"),
             (r#"{path: "a"}"#, json!({"path": "a"}), "unquoted_keys"),
-            (r#"{"a": True, "b": False, "c": None}"#, json!({"a": true, "b": false, "c": null}), "python_literals"),
-            (r#""{\"path\": \"a\"}""#, json!({"path": "a"}), "unwrapped_double_encoded_json"),
-            (r#"{"path": "a", "content": "hel"#, json!({"path": "a", "content": "hel"}), "completed_cut_off_value"),
+            (
+                r#"{"a": True, "b": False, "c": None}"#,
+                json!({"a": true, "b": false, "c": null}),
+                "python_literals",
+            ),
+            (
+                r#""{\"path\": \"a\"}""#,
+                json!({"path": "a"}),
+                "unwrapped_double_encoded_json",
+            ),
+            (
+                r#"{"path": "a", "content": "hel"#,
+                json!({"path": "a", "content": "hel"}),
+                "completed_cut_off_value",
+            ),
         ];
         for (text, expected, action) in cases {
             let (v, r) = parse(text);
@@ -259,14 +286,26 @@ mod tests {
     #[test]
     fn non_objects_are_malformed() {
         for text in ["[1, 2]", "42", "\"just text\""] {
-            assert!(parse_arguments(&RawArguments::Text(text.into()), false).is_err(), "{text}");
+            assert!(
+                parse_arguments(&RawArguments::Text(text.into()), false).is_err(),
+                "{text}"
+            );
         }
     }
 
     #[test]
     fn inputs_that_broke_jsonrepair_terminate() {
         // Each of these made jsonrepair 0.1.0 loop forever with unbounded memory, or panic.
-        for text in ["{\"a\": 'x'/}", "\"a\" /x", "''!", "\"a\".", "\"a\"+<", "\" {\\''.", "{\"k\": \"x\\é\"", "'\\日'"] {
+        for text in [
+            "{\"a\": 'x'/}",
+            "\"a\" /x",
+            "''!",
+            "\"a\".",
+            "\"a\"+<",
+            "\" {\\''.",
+            "{\"k\": \"x\\é\"",
+            "'\\日'",
+        ] {
             let _ = repair_json(text);
         }
     }

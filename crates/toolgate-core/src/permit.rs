@@ -114,7 +114,11 @@ pub fn decide(call: &ToolCall, spec: &ToolSpec, policy: Policy) -> Decision {
         return Decision::new(Verdict::Allow, Source::Yolo, "--yolo allows every call no rule denies");
     }
     if read_only && !spec.annotations.open_world {
-        return Decision::new(Verdict::Allow, Source::ReadonlyHint, "the tool is read-only and stays in the workspace");
+        return Decision::new(
+            Verdict::Allow,
+            Source::ReadonlyHint,
+            "the tool is read-only and stays in the workspace",
+        );
     }
     Decision::new(Verdict::Ask, Source::DefaultAsk, "no rule allows it")
 }
@@ -204,7 +208,10 @@ mod tests {
     #[test]
     fn default_branch_table() {
         let ro = ToolSpec::with_annotations(Annotations::READ_ONLY);
-        let ro_open = ToolSpec::with_annotations(Annotations { open_world: true, ..Annotations::READ_ONLY });
+        let ro_open = ToolSpec::with_annotations(Annotations {
+            open_world: true,
+            ..Annotations::READ_ONLY
+        });
         let rw = ToolSpec::default();
         let cases = [
             (&ro, false, false, Verdict::Allow, Source::ReadonlyHint),
@@ -218,7 +225,11 @@ mod tests {
         ];
         for (spec, repaired, yolo, verdict, source) in cases {
             let d = decide(&call(repaired), spec, Policy { yolo });
-            assert_eq!((d.verdict, d.source), (verdict, source), "{spec:?} repaired={repaired} yolo={yolo}");
+            assert_eq!(
+                (d.verdict, d.source),
+                (verdict, source),
+                "{spec:?} repaired={repaired} yolo={yolo}"
+            );
         }
     }
 }

@@ -127,7 +127,11 @@ pub fn escaped_len(s: &str) -> usize {
     let mut n = s.len();
     for &b in s.as_bytes() {
         if b < 0x20 {
-            n += if matches!(b, b'\n' | b'\r' | b'\t' | 0x08 | 0x0c) { 1 } else { 5 };
+            n += if matches!(b, b'\n' | b'\r' | b'\t' | 0x08 | 0x0c) {
+                1
+            } else {
+                5
+            };
         } else if b == b'"' || b == b'\\' {
             n += 1;
         }
@@ -190,7 +194,11 @@ pub fn truncate(value: &Value, budget: usize, handle: Option<&str>) -> Truncatio
             let (mut lo, mut hi) = (0usize, tree.max_len());
             while lo < hi {
                 let mid = lo + (hi - lo).div_ceil(2);
-                if tree.savings(mid, sentinel) >= need { lo = mid } else { hi = mid - 1 }
+                if tree.savings(mid, sentinel) >= need {
+                    lo = mid
+                } else {
+                    hi = mid - 1
+                }
             }
             lo
         }
@@ -269,10 +277,14 @@ fn measure(v: &Value, longer_than: usize, long: &mut Vec<usize>) -> usize {
             }
             escaped_len(s) + 2
         }
-        Value::Array(a) => 2 + a.len().saturating_sub(1) + a.iter().map(|x| measure(x, longer_than, long)).sum::<usize>(),
+        Value::Array(a) => {
+            2 + a.len().saturating_sub(1) + a.iter().map(|x| measure(x, longer_than, long)).sum::<usize>()
+        }
         Value::Object(o) => {
             2 + o.len().saturating_sub(1)
-                + o.iter().map(|(k, x)| escaped_len(k) + 3 + measure(x, longer_than, long)).sum::<usize>()
+                + o.iter()
+                    .map(|(k, x)| escaped_len(k) + 3 + measure(x, longer_than, long))
+                    .sum::<usize>()
         }
         other => json_size(other),
     }
@@ -290,7 +302,11 @@ fn largest_keep(lens: &[usize], floor: usize, need: usize, marks: &Marks) -> usi
     let (mut lo, mut hi) = (floor, lens.iter().copied().max().unwrap_or(floor).max(floor));
     while lo < hi {
         let mid = lo + (hi - lo).div_ceil(2);
-        if string_savings(lens, mid, marks) >= need { lo = mid } else { hi = mid - 1 }
+        if string_savings(lens, mid, marks) >= need {
+            lo = mid
+        } else {
+            hi = mid - 1
+        }
     }
     lo
 }
@@ -298,7 +314,9 @@ fn largest_keep(lens: &[usize], floor: usize, need: usize, marks: &Marks) -> usi
 /// The value with strings cut to `keep` bytes and arrays to `items` elements.
 fn apply(v: &Value, keep: usize, items: usize, marks: &Marks) -> Value {
     match v {
-        Value::String(s) if s.len() > keep + marks.string_marker_len(s.len()) => Value::String(cut_string(s, keep, marks)),
+        Value::String(s) if s.len() > keep + marks.string_marker_len(s.len()) => {
+            Value::String(cut_string(s, keep, marks))
+        }
         Value::Array(a) => {
             let mut out: Vec<Value> = a.iter().take(items).map(|x| apply(x, keep, items, marks)).collect();
             if a.len() > items {
@@ -383,7 +401,11 @@ fn size_tree(v: &Value, keep: usize, marks: &Marks) -> (usize, Option<SizeNode>)
     match v {
         Value::String(s) => {
             let marker = marks.string_marker_len(s.len());
-            let size = if s.len() > keep + marker { keep + marker + 2 } else { escaped_len(s) + 2 };
+            let size = if s.len() > keep + marker {
+                keep + marker + 2
+            } else {
+                escaped_len(s) + 2
+            };
             (size, None)
         }
         Value::Array(a) => {
@@ -485,7 +507,14 @@ mod tests {
         assert!(cut.starts_with("aaa") && cut.ends_with("bbb"));
         let kept = cut.len() - cut.find('\n').unwrap() - (cut.len() - cut.rfind('\n').unwrap());
         let marker = &cut[cut.find('\n').unwrap()..=cut.rfind('\n').unwrap()];
-        let n: usize = marker.trim().trim_start_matches("…[").split(' ').next().unwrap().parse().unwrap();
+        let n: usize = marker
+            .trim()
+            .trim_start_matches("…[")
+            .split(' ')
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap();
         let kept_bytes = cut.len() - marker.len();
         assert_eq!(n + kept_bytes, 10_000, "{marker}");
         assert!(marker.contains("read_result handle=r7"));
@@ -500,7 +529,13 @@ mod tests {
         assert_eq!(t.value["total"], 10_000);
         let items = t.value["items"].as_array().unwrap();
         let sentinel = items.last().unwrap().as_str().unwrap();
-        let omitted: usize = sentinel.trim_start_matches("…[").split(' ').next().unwrap().parse().unwrap();
+        let omitted: usize = sentinel
+            .trim_start_matches("…[")
+            .split(' ')
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap();
         assert_eq!(omitted + items.len() - 1, 10_000);
         assert_eq!(items[0], 0);
     }

@@ -66,12 +66,18 @@ impl Session {
             workspace: Arc::from(workspace.as_path()),
             approver: options.approver,
             results: options.results.unwrap_or_else(|| {
-                Arc::new(MemoryResults::new(config.results_per_session, config.results_bytes_per_session))
+                Arc::new(MemoryResults::new(
+                    config.results_per_session,
+                    config.results_bytes_per_session,
+                ))
             }),
             policy: options.policy,
             kill: Mutex::new(CancellationToken::new()),
             stop: AtomicBool::new(false),
-            loop_detector: Mutex::new(LoopDetector::new(config.loop_threshold, config.loop_exempt.iter().cloned())),
+            loop_detector: Mutex::new(LoopDetector::new(
+                config.loop_threshold,
+                config.loop_exempt.iter().cloned(),
+            )),
             consecutive_errors: AtomicU32::new(0),
             asking: tokio::sync::Mutex::new(()),
         }

@@ -374,4 +374,3 @@ impl<T: TypedTool> Tool for Typed<T> {
         self.inner.run(ctx, args).await
     }
 }
-

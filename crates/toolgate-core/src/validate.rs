@@ -105,7 +105,15 @@ impl CompiledSchema {
         let mut warnings = Vec::new();
         if options.coerce || options.drop_unknown {
             let mut pointer = String::new();
-            adjust(&self.schema, &self.schema, args, options, &mut pointer, &mut warnings, 0);
+            adjust(
+                &self.schema,
+                &self.schema,
+                args,
+                options,
+                &mut pointer,
+                &mut warnings,
+                0,
+            );
             if !warnings.is_empty() && self.validator.is_valid(args) {
                 return Ok(warnings);
             }
@@ -172,7 +180,12 @@ fn adjust(
         && !types.contains(&"string")
         && let Some(coerced) = coerce(s, &types)
     {
-        warnings.push(format!("coerced {} from string {:?} to {}", display(pointer), s, coerced));
+        warnings.push(format!(
+            "coerced {} from string {:?} to {}",
+            display(pointer),
+            s,
+            coerced
+        ));
         *value = coerced;
         return;
     }
@@ -250,7 +263,11 @@ fn coerce(s: &str, types: &[&str]) -> Option<Value> {
         && let Ok(f) = t.parse::<f64>()
         && f.is_finite()
     {
-        return Some(if let Ok(i) = t.parse::<i64>() { json!(i) } else { json!(f) });
+        return Some(if let Ok(i) = t.parse::<i64>() {
+            json!(i)
+        } else {
+            json!(f)
+        });
     }
     if types.contains(&"boolean") {
         match t.to_ascii_lowercase().as_str() {
@@ -299,7 +316,10 @@ mod tests {
         let c = CompiledSchema::compile(&schema()).unwrap();
         let mut args = json!({"count": "5", "ratio": "0.5", "flag": "true", "nested": {"n": "7"}});
         let warnings = c.check(&mut args, ValidateOptions::default()).unwrap();
-        assert_eq!(args, json!({"count": 5, "ratio": 0.5, "flag": true, "nested": {"n": 7}}));
+        assert_eq!(
+            args,
+            json!({"count": 5, "ratio": 0.5, "flag": true, "nested": {"n": 7}})
+        );
         assert_eq!(warnings.len(), 4, "{warnings:?}");
         assert!(warnings[0].contains("/count"));
     }
@@ -322,7 +342,9 @@ mod tests {
         let c = CompiledSchema::compile(&schema()).unwrap();
         let err = c.check(&mut json!({}), ValidateOptions::default()).unwrap_err();
         assert!(err.message.contains("count"), "{}", err.message);
-        let err = c.check(&mut json!({"count": 1, "mode": "fast"}), ValidateOptions::default()).unwrap_err();
+        let err = c
+            .check(&mut json!({"count": 1, "mode": "fast"}), ValidateOptions::default())
+            .unwrap_err();
         assert!(err.message.contains("name"), "{}", err.message);
     }
 
@@ -333,7 +355,10 @@ mod tests {
         let warnings = c.check(&mut args, ValidateOptions::default()).unwrap();
         assert_eq!(args, json!({"count": 2}));
         assert!(warnings[0].contains("/extra"));
-        let strict = ValidateOptions { coerce: false, drop_unknown: false };
+        let strict = ValidateOptions {
+            coerce: false,
+            drop_unknown: false,
+        };
         assert!(c.check(&mut json!({"count": 2, "extra": 1}), strict).is_err());
         assert!(c.check(&mut json!({"count": "2"}), strict).is_err());
     }
@@ -343,7 +368,10 @@ mod tests {
         let s = json!({"type": "object", "oneOf": [{"required": ["a"]}, {"required": ["b"]}]});
         let c = CompiledSchema::compile(&s).unwrap();
         assert!(c.check(&mut json!({"a": 1}), ValidateOptions::default()).is_ok());
-        assert!(c.check(&mut json!({"a": 1, "b": 2}), ValidateOptions::default()).is_err());
+        assert!(
+            c.check(&mut json!({"a": 1, "b": 2}), ValidateOptions::default())
+                .is_err()
+        );
     }
 
     #[test]

@@ -25,11 +25,18 @@ async fn read_only_calls_run_together() {
         }
     }));
     let h = harness(vec![tool], EngineConfig::default());
-    let answer = openai_answer(&[("a", "meet", "{\"n\": 1}"), ("b", "meet", "{\"n\": 2}"), ("c", "meet", "{\"n\": 3}")]);
+    let answer = openai_answer(&[
+        ("a", "meet", "{\"n\": 1}"),
+        ("b", "meet", "{\"n\": 2}"),
+        ("c", "meet", "{\"n\": 3}"),
+    ]);
     // The bound only turns a regression (serial runs deadlock at the barrier) into a failure.
-    let turn = tokio::time::timeout(Duration::from_secs(30), h.engine.run_turn(&h.session, &answer, TurnOptions::default()))
-        .await
-        .expect("read-only calls must run concurrently");
+    let turn = tokio::time::timeout(
+        Duration::from_secs(30),
+        h.engine.run_turn(&h.session, &answer, TurnOptions::default()),
+    )
+    .await
+    .expect("read-only calls must run concurrently");
     let ns: Vec<_> = turn.results().map(|r| r.content["n"].clone()).collect();
     assert_eq!(ns, [json!(1), json!(2), json!(3)]);
 }
@@ -73,7 +80,10 @@ async fn a_writing_call_waits_for_earlier_calls_and_blocks_later_ones() {
     let log = log.lock().unwrap().clone();
     let w = log.iter().position(|e| e.starts_with('w')).unwrap();
     assert_eq!(log[w], "w(others=0)", "the writer ran alone: {log:?}");
-    assert!(log[..w].contains(&"r1".to_string()) && log[..w].contains(&"r2".to_string()), "{log:?}");
+    assert!(
+        log[..w].contains(&"r1".to_string()) && log[..w].contains(&"r2".to_string()),
+        "{log:?}"
+    );
     assert_eq!(log[w + 1..], ["r4".to_string()], "{log:?}");
     let ids: Vec<&str> = turn.results().map(|r| r.call_id.as_str()).collect();
     assert_eq!(ids, ["1", "2", "3", "4"]);
@@ -105,7 +115,10 @@ async fn parallelism_is_bounded() {
     let h = harness(vec![tool], config);
     let calls: Vec<(String, String)> = (0..20).map(|i| (format!("c{i}"), format!("{{\"i\": {i}}}"))).collect();
     let refs: Vec<(&str, &str, &str)> = calls.iter().map(|(id, a)| (id.as_str(), "r", a.as_str())).collect();
-    let turn = h.engine.run_turn(&h.session, &openai_answer(&refs), TurnOptions::default()).await;
+    let turn = h
+        .engine
+        .run_turn(&h.session, &openai_answer(&refs), TurnOptions::default())
+        .await;
     assert_eq!(turn.results().count(), 20);
     assert!(peak.load(Ordering::SeqCst) <= 3, "peak {}", peak.load(Ordering::SeqCst));
 }
@@ -128,7 +141,10 @@ async fn a_failure_never_drops_a_sibling_and_a_panic_still_gets_a_result() {
 
 #[tokio::test]
 async fn after_a_terminal_call_the_rest_of_the_batch_runs_and_the_turn_ends() {
-    let h = harness(vec![echo("finish", terminal()), echo("echo", read_only())], EngineConfig::default());
+    let h = harness(
+        vec![echo("finish", terminal()), echo("echo", read_only())],
+        EngineConfig::default(),
+    );
     let answer = openai_answer(&[("f", "finish", "{}"), ("e", "echo", "{\"after\": true}")]);
     let turn = h.engine.run_turn(&h.session, &answer, TurnOptions::default()).await;
     assert_eq!(turn.status, TurnStatus::EndTurn);
@@ -145,10 +161,20 @@ async fn a_restart_records_nothing_and_hands_back_its_context() {
         })
     }));
     let h = harness(vec![enrich], EngineConfig::default());
-    let turn = h.engine.run_turn(&h.session, &openai_answer(&[("x", "enrich", "{}")]), TurnOptions::default()).await;
+    let turn = h
+        .engine
+        .run_turn(
+            &h.session,
+            &openai_answer(&[("x", "enrich", "{}")]),
+            TurnOptions::default(),
+        )
+        .await;
     assert_eq!(turn.status, TurnStatus::Restart);
     assert!(turn.messages.is_empty());
-    assert_eq!(turn.restart_context, Some(json!({"memory": "the user prefers metric units"})));
+    assert_eq!(
+        turn.restart_context,
+        Some(json!({"memory": "the user prefers metric units"}))
+    );
 }
 
 #[tokio::test]
@@ -161,6 +187,13 @@ async fn dangerous_tools_are_capped_per_turn_when_they_reach_execution() {
     assert_eq!(turn.outcomes[0].entry().unwrap().content, json!({"n": 1}));
     assert_eq!(error_type(&turn.outcomes[1]).as_deref(), Some("rate_limited"));
     // The next turn may run it again.
-    let turn = h.engine.run_turn(&h.session, &openai_answer(&[("c", "nuke", "{\"n\": 3}")]), TurnOptions::default()).await;
+    let turn = h
+        .engine
+        .run_turn(
+            &h.session,
+            &openai_answer(&[("c", "nuke", "{\"n\": 3}")]),
+            TurnOptions::default(),
+        )
+        .await;
     assert_eq!(turn.outcomes[0].entry().unwrap().content, json!({"n": 3}));
 }

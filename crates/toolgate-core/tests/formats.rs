@@ -20,7 +20,9 @@ fn tools() -> Vec<Arc<dyn toolgate_core::Tool>> {
         "required": ["city"],
         "additionalProperties": false
     }));
-    let broken = FnTool::new("broken", read_only(), |_, _| async { Err(ToolError::failed("disk on fire")) });
+    let broken = FnTool::new("broken", read_only(), |_, _| async {
+        Err(ToolError::failed("disk on fire"))
+    });
     vec![Arc::new(weather), Arc::new(broken)]
 }
 
@@ -119,9 +121,18 @@ async fn gemini_generate_content_with_generated_ids() {
         ]}}]
     });
     let (messages, _) = exec(Format::Gemini, body).await;
-    let id_a = messages[0]["parts"][0]["functionCall"]["id"].as_str().unwrap().to_owned();
-    let id_b = messages[0]["parts"][1]["functionCall"]["id"].as_str().unwrap().to_owned();
-    assert!(id_a.starts_with("call_") && id_a != id_b, "UUIDv7 ids are generated: {id_a} {id_b}");
+    let id_a = messages[0]["parts"][0]["functionCall"]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let id_b = messages[0]["parts"][1]["functionCall"]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        id_a.starts_with("call_") && id_a != id_b,
+        "UUIDv7 ids are generated: {id_a} {id_b}"
+    );
     assert_eq!(
         messages,
         vec![
@@ -139,7 +150,9 @@ async fn gemini_generate_content_with_generated_ids() {
 
 #[tokio::test]
 async fn text_fallback() {
-    let body = json!("I'll check the weather.\n```json\n{\"tool\": \"get_weather\", \"parameters\": {\"city\": \"Paris\"}, \"reasoning\": \"asked\"}\n```");
+    let body = json!(
+        "I'll check the weather.\n```json\n{\"tool\": \"get_weather\", \"parameters\": {\"city\": \"Paris\"}, \"reasoning\": \"asked\"}\n```"
+    );
     let (messages, _) = exec(Format::Text, body.clone()).await;
     assert_eq!(
         messages,
@@ -149,26 +162,48 @@ async fn text_fallback() {
         ]
     );
     let (messages, _) = exec(Format::Text, json!("{\"tool\": \"broken\", \"parameters\": {}}")).await;
-    assert_eq!(messages[1], json!({"role": "user", "content": format!("[TOOL RESULT: broken]\n{FAIL}")}));
+    assert_eq!(
+        messages[1],
+        json!({"role": "user", "content": format!("[TOOL RESULT: broken]\n{FAIL}")})
+    );
 }
 
 #[tokio::test]
 async fn a_batch_of_three_keeps_its_ids_and_order_in_every_format() {
     let cities = ["Oslo", "Lima", "Pune"];
     let bodies = [
-        (Format::Openai, json!({"role": "assistant", "tool_calls": cities.iter().enumerate().map(|(i, c)| json!({"id": format!("id{i}"), "type": "function", "function": {"name": "get_weather", "arguments": json!({"city": c}).to_string()}})).collect::<Vec<_>>()})),
-        (Format::Responses, json!({"output": cities.iter().enumerate().map(|(i, c)| json!({"type": "function_call", "call_id": format!("id{i}"), "name": "get_weather", "arguments": json!({"city": c}).to_string()})).collect::<Vec<_>>()})),
-        (Format::Anthropic, json!({"role": "assistant", "content": cities.iter().enumerate().map(|(i, c)| json!({"type": "tool_use", "id": format!("id{i}"), "name": "get_weather", "input": {"city": c}})).collect::<Vec<_>>()})),
-        (Format::Gemini, json!({"role": "model", "parts": cities.iter().enumerate().map(|(i, c)| json!({"functionCall": {"id": format!("id{i}"), "name": "get_weather", "args": {"city": c}}})).collect::<Vec<_>>()})),
+        (
+            Format::Openai,
+            json!({"role": "assistant", "tool_calls": cities.iter().enumerate().map(|(i, c)| json!({"id": format!("id{i}"), "type": "function", "function": {"name": "get_weather", "arguments": json!({"city": c}).to_string()}})).collect::<Vec<_>>()}),
+        ),
+        (
+            Format::Responses,
+            json!({"output": cities.iter().enumerate().map(|(i, c)| json!({"type": "function_call", "call_id": format!("id{i}"), "name": "get_weather", "arguments": json!({"city": c}).to_string()})).collect::<Vec<_>>()}),
+        ),
+        (
+            Format::Anthropic,
+            json!({"role": "assistant", "content": cities.iter().enumerate().map(|(i, c)| json!({"type": "tool_use", "id": format!("id{i}"), "name": "get_weather", "input": {"city": c}})).collect::<Vec<_>>()}),
+        ),
+        (
+            Format::Gemini,
+            json!({"role": "model", "parts": cities.iter().enumerate().map(|(i, c)| json!({"functionCall": {"id": format!("id{i}"), "name": "get_weather", "args": {"city": c}}})).collect::<Vec<_>>()}),
+        ),
     ];
     for (format, body) in bodies {
         let h = harness(tools(), EngineConfig::default());
         let answer = Answer::parse(format, &body).unwrap();
         let turn = h.engine.run_turn(&h.session, &answer, TurnOptions::default()).await;
-        let results: Vec<(String, Value)> = turn.results().map(|r| (r.call_id.to_string(), r.content["city"].clone())).collect();
+        let results: Vec<(String, Value)> = turn
+            .results()
+            .map(|r| (r.call_id.to_string(), r.content["city"].clone()))
+            .collect();
         assert_eq!(
             results,
-            vec![("id0".into(), json!("Oslo")), ("id1".into(), json!("Lima")), ("id2".into(), json!("Pune"))],
+            vec![
+                ("id0".into(), json!("Oslo")),
+                ("id1".into(), json!("Lima")),
+                ("id2".into(), json!("Pune"))
+            ],
             "{format}"
         );
     }
@@ -177,14 +212,26 @@ async fn a_batch_of_three_keeps_its_ids_and_order_in_every_format() {
 #[tokio::test]
 async fn cut_off_answers_ask_the_model_to_reissue() {
     let cases = [
-        (Format::Openai, json!({"choices": [{"finish_reason": "length", "message": {"role": "assistant", "tool_calls": [
-            {"id": "c", "type": "function", "function": {"name": "get_weather", "arguments": "{\"city\": \"Par"}}]}}]})),
-        (Format::Anthropic, json!({"role": "assistant", "stop_reason": "max_tokens", "content": [
-            {"type": "tool_use", "id": "c", "name": "get_weather", "input": "{\"city\": \"Par"}]})),
-        (Format::Responses, json!({"status": "incomplete", "incomplete_details": {"reason": "max_output_tokens"}, "output": [
-            {"type": "function_call", "call_id": "c", "name": "get_weather", "arguments": "{\"city\": \"Par"}]})),
-        (Format::Gemini, json!({"candidates": [{"finishReason": "MAX_TOKENS", "content": {"role": "model", "parts": [
-            {"functionCall": {"id": "c", "name": "get_weather", "args": "{\"city\": \"Par"}}]}}]})),
+        (
+            Format::Openai,
+            json!({"choices": [{"finish_reason": "length", "message": {"role": "assistant", "tool_calls": [
+            {"id": "c", "type": "function", "function": {"name": "get_weather", "arguments": "{\"city\": \"Par"}}]}}]}),
+        ),
+        (
+            Format::Anthropic,
+            json!({"role": "assistant", "stop_reason": "max_tokens", "content": [
+            {"type": "tool_use", "id": "c", "name": "get_weather", "input": "{\"city\": \"Par"}]}),
+        ),
+        (
+            Format::Responses,
+            json!({"status": "incomplete", "incomplete_details": {"reason": "max_output_tokens"}, "output": [
+            {"type": "function_call", "call_id": "c", "name": "get_weather", "arguments": "{\"city\": \"Par"}]}),
+        ),
+        (
+            Format::Gemini,
+            json!({"candidates": [{"finishReason": "MAX_TOKENS", "content": {"role": "model", "parts": [
+            {"functionCall": {"id": "c", "name": "get_weather", "args": "{\"city\": \"Par"}}]}}]}),
+        ),
     ];
     for (format, body) in cases {
         let h = harness(tools(), EngineConfig::default());
@@ -193,7 +240,10 @@ async fn cut_off_answers_ask_the_model_to_reissue() {
         let turn = h.engine.run_turn(&h.session, &answer, TurnOptions::default()).await;
         let entry = turn.outcomes[0].entry().unwrap();
         assert_eq!(entry.content["error"]["type"], "malformed_call", "{format}");
-        assert!(entry.content["error"]["message"].as_str().unwrap().contains("Reissue"), "{format}");
+        assert!(
+            entry.content["error"]["message"].as_str().unwrap().contains("Reissue"),
+            "{format}"
+        );
     }
 }
 
@@ -204,31 +254,55 @@ async fn tool_lists_are_sorted_and_shaped_per_provider() {
     let openai = h.engine.tool_list(Format::Openai, &t);
     assert_eq!(openai[0]["function"]["name"], "broken");
     assert_eq!(openai[1]["function"]["name"], "get_weather");
-    assert_eq!(openai[1]["function"]["strict"], true, "closed, all-required schema qualifies for strict mode");
+    assert_eq!(
+        openai[1]["function"]["strict"], true,
+        "closed, all-required schema qualifies for strict mode"
+    );
     assert_eq!(openai[0]["function"]["strict"], false);
     let responses = h.engine.tool_list(Format::Responses, &t);
-    assert_eq!(responses[1], json!({"type": "function", "name": "get_weather", "description": "a test tool",
+    assert_eq!(
+        responses[1],
+        json!({"type": "function", "name": "get_weather", "description": "a test tool",
         "parameters": {"type": "object", "properties": {"city": {"type": "string", "description": "City name"}}, "required": ["city"], "additionalProperties": false},
-        "strict": true}));
+        "strict": true})
+    );
     let anthropic = h.engine.tool_list(Format::Anthropic, &t);
     assert_eq!(anthropic[1]["input_schema"]["required"], json!(["city"]));
     let gemini = h.engine.tool_list(Format::Gemini, &t);
-    assert_eq!(gemini[0]["functionDeclarations"][1], json!({"name": "get_weather", "description": "a test tool",
-        "parameters": {"type": "object", "properties": {"city": {"type": "string", "description": "City name"}}, "required": ["city"]}}));
+    assert_eq!(
+        gemini[0]["functionDeclarations"][1],
+        json!({"name": "get_weather", "description": "a test tool",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string", "description": "City name"}}, "required": ["city"]}})
+    );
     assert!(gemini[0]["functionDeclarations"][0].get("parameters").is_none());
     let mcp = h.engine.tool_list(Format::Mcp, &t);
-    assert_eq!(mcp["tools"][1]["annotations"], json!({"readOnlyHint": true, "destructiveHint": false, "idempotentHint": true, "openWorldHint": false}));
+    assert_eq!(
+        mcp["tools"][1]["annotations"],
+        json!({"readOnlyHint": true, "destructiveHint": false, "idempotentHint": true, "openWorldHint": false})
+    );
     let text = h.engine.tool_list(Format::Text, &t);
     assert!(text.as_str().unwrap().contains("### get_weather"));
-    let narrowed = TurnOptions { allowlist: Some(vec!["get_weather".into()]), ..TurnOptions::default() };
-    assert_eq!(h.engine.tool_list(Format::Openai, &narrowed).as_array().unwrap().len(), 1);
+    let narrowed = TurnOptions {
+        allowlist: Some(vec!["get_weather".into()]),
+        ..TurnOptions::default()
+    };
+    assert_eq!(
+        h.engine.tool_list(Format::Openai, &narrowed).as_array().unwrap().len(),
+        1
+    );
 }
 
 #[tokio::test]
 async fn deliberate_mode_refuses_tools_outside_the_allowlist() {
     let h = harness(tools(), EngineConfig::default());
-    let options = TurnOptions { allowlist: Some(vec!["get_weather".into()]), ..TurnOptions::default() };
-    let turn = h.engine.run_turn(&h.session, &openai_answer(&[("x", "broken", "{}")]), options).await;
+    let options = TurnOptions {
+        allowlist: Some(vec!["get_weather".into()]),
+        ..TurnOptions::default()
+    };
+    let turn = h
+        .engine
+        .run_turn(&h.session, &openai_answer(&[("x", "broken", "{}")]), options)
+        .await;
     let e = &turn.outcomes[0].entry().unwrap().content["error"];
     assert_eq!(e["type"], "not_available");
     assert_eq!(e["allowed_tools"], json!(["get_weather"]));
@@ -241,7 +315,11 @@ async fn names_are_repaired_and_unknown_names_get_suggestions() {
         .engine
         .run_turn(
             &h.session,
-            &openai_answer(&[("a", "functions.get_weather", "{\"city\": \"Rome\"}"), ("b", "GET_WEATHER", "{\"city\": \"Bonn\"}"), ("c", "get_wether", "{}")]),
+            &openai_answer(&[
+                ("a", "functions.get_weather", "{\"city\": \"Rome\"}"),
+                ("b", "GET_WEATHER", "{\"city\": \"Bonn\"}"),
+                ("c", "get_wether", "{}"),
+            ]),
             TurnOptions::default(),
         )
         .await;
@@ -258,17 +336,37 @@ async fn names_are_repaired_and_unknown_names_get_suggestions() {
             _ => None,
         })
         .collect();
-    assert_eq!(repaired, vec![vec!["stripped_name_prefix".to_string()], vec!["fixed_name_case".to_string()]]);
+    assert_eq!(
+        repaired,
+        vec![
+            vec!["stripped_name_prefix".to_string()],
+            vec!["fixed_name_case".to_string()]
+        ]
+    );
 }
 
 #[tokio::test]
 async fn parameters_at_the_top_level_are_moved_into_arguments() {
     let h = harness(tools(), EngineConfig::default());
     let body = json!({"role": "assistant", "tool_calls": [{"id": "t", "type": "function", "function": {"name": "get_weather", "city": "Kyiv"}}]});
-    let turn = h.engine.run_turn(&h.session, &Answer::parse(Format::Openai, &body).unwrap(), TurnOptions::default()).await;
+    let turn = h
+        .engine
+        .run_turn(
+            &h.session,
+            &Answer::parse(Format::Openai, &body).unwrap(),
+            TurnOptions::default(),
+        )
+        .await;
     assert_eq!(turn.outcomes[0].entry().unwrap().content["city"], "Kyiv");
     let text = json!("{\"tool\": \"get_weather\", \"city\": \"Riga\"}");
-    let turn = h.engine.run_turn(&h.session, &Answer::parse(Format::Text, &text).unwrap(), TurnOptions::default()).await;
+    let turn = h
+        .engine
+        .run_turn(
+            &h.session,
+            &Answer::parse(Format::Text, &text).unwrap(),
+            TurnOptions::default(),
+        )
+        .await;
     assert_eq!(turn.outcomes[0].entry().unwrap().content["city"], "Riga");
 }
 

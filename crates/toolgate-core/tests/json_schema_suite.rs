@@ -90,7 +90,10 @@ fn official_json_schema_test_suite() {
         eprintln!("skipped: run scripts/fetch-json-schema-suite.sh to fetch the JSON-Schema-Test-Suite");
         return;
     };
-    for (sub, draft, floor) in [("draft7", Draft::Draft7, FLOOR_DRAFT7), ("draft2020-12", Draft::Draft202012, FLOOR_2020_12)] {
+    for (sub, draft, floor) in [
+        ("draft7", Draft::Draft7, FLOOR_DRAFT7),
+        ("draft2020-12", Draft::Draft202012, FLOOR_2020_12),
+    ] {
         let tally = run_draft(&dir.join(sub), draft);
         let failed: usize = tally.failed.values().map(Vec::len).sum();
         println!("{sub}: {} passed, {failed} failed", tally.passed);
@@ -102,6 +105,10 @@ fn official_json_schema_test_suite() {
         }
         let unexplained: Vec<&String> = tally.failed.values().flatten().filter(|f| !explained(f)).collect();
         assert!(unexplained.is_empty(), "{sub}: unexplained failures in {unexplained:?}");
-        assert!(tally.passed >= floor, "{sub}: {} passed, fewer than the recorded {floor}", tally.passed);
+        assert!(
+            tally.passed >= floor,
+            "{sub}: {} passed, fewer than the recorded {floor}",
+            tally.passed
+        );
     }
 }

@@ -37,23 +37,50 @@ async fn read_only_tools_run_and_others_are_refused_without_an_approver() {
     );
     let turn = h
         .engine
-        .run_turn(&h.session, &openai_answer(&[("a", "look", "{}"), ("b", "change", "{}")]), TurnOptions::default())
+        .run_turn(
+            &h.session,
+            &openai_answer(&[("a", "look", "{}"), ("b", "change", "{}")]),
+            TurnOptions::default(),
+        )
         .await;
     assert!(turn.outcomes[0].entry().unwrap().content.get("error").is_none());
     let e = &turn.outcomes[1].entry().unwrap().content["error"];
     assert_eq!(e["type"], "permission_denied");
     assert_eq!(e["source"], "non_interactive_deny");
-    assert!(e["message"].as_str().unwrap().contains("--yes"), "the message says how to allow it");
-    assert_eq!(verdicts(drain(&mut h.events)), [("allow", "readonly_hint"), ("deny", "non_interactive_deny")]);
+    assert!(
+        e["message"].as_str().unwrap().contains("--yes"),
+        "the message says how to allow it"
+    );
+    assert_eq!(
+        verdicts(drain(&mut h.events)),
+        [("allow", "readonly_hint"), ("deny", "non_interactive_deny")]
+    );
 }
 
 #[tokio::test]
 async fn yes_approves_once_and_yolo_allows() {
     let mut h = harness(vec![echo("change", writer())], EngineConfig::default());
-    h.engine.run_turn(&h.session, &openai_answer(&[("a", "change", "{}")]), TurnOptions::default()).await;
+    h.engine
+        .run_turn(
+            &h.session,
+            &openai_answer(&[("a", "change", "{}")]),
+            TurnOptions::default(),
+        )
+        .await;
     assert_eq!(verdicts(drain(&mut h.events)), [("allow", "user_approved")]);
-    let mut h = harness_with(vec![echo("change", writer())], EngineConfig::default(), Arc::new(DenyAll), Policy { yolo: true });
-    h.engine.run_turn(&h.session, &openai_answer(&[("a", "change", "{}")]), TurnOptions::default()).await;
+    let mut h = harness_with(
+        vec![echo("change", writer())],
+        EngineConfig::default(),
+        Arc::new(DenyAll),
+        Policy { yolo: true },
+    );
+    h.engine
+        .run_turn(
+            &h.session,
+            &openai_answer(&[("a", "change", "{}")]),
+            TurnOptions::default(),
+        )
+        .await;
     assert_eq!(verdicts(drain(&mut h.events)), [("allow", "yolo")]);
 }
 
@@ -65,7 +92,14 @@ async fn a_rejection_carries_the_users_reason() {
         Arc::new(Fixed(Answer::Reject(Some("not on main".into())))),
         Policy::default(),
     );
-    let turn = h.engine.run_turn(&h.session, &openai_answer(&[("a", "change", "{}")]), TurnOptions::default()).await;
+    let turn = h
+        .engine
+        .run_turn(
+            &h.session,
+            &openai_answer(&[("a", "change", "{}")]),
+            TurnOptions::default(),
+        )
+        .await;
     let e = &turn.outcomes[0].entry().unwrap().content["error"];
     assert_eq!(e["type"], "rejected_by_user");
     assert!(e["message"].as_str().unwrap().contains("not on main"));
@@ -73,14 +107,25 @@ async fn a_rejection_carries_the_users_reason() {
 
 #[tokio::test]
 async fn arguments_completed_from_a_cut_off_value_are_asked_even_under_yolo() {
-    let mut h = harness_with(vec![echo("change", writer())], EngineConfig::default(), Arc::new(DenyAll), Policy { yolo: true });
+    let mut h = harness_with(
+        vec![echo("change", writer())],
+        EngineConfig::default(),
+        Arc::new(DenyAll),
+        Policy { yolo: true },
+    );
     let turn = h
         .engine
-        .run_turn(&h.session, &openai_answer(&[("a", "change", "{\"content\": \"hel")]), TurnOptions::default())
+        .run_turn(
+            &h.session,
+            &openai_answer(&[("a", "change", "{\"content\": \"hel")]),
+            TurnOptions::default(),
+        )
         .await;
     assert_eq!(error_type(&turn.outcomes[0]).as_deref(), Some("permission_denied"));
     let events = drain(&mut h.events);
-    let repaired = events.iter().any(|e| matches!(e, Event::CallStarted { repair: Some(r), .. } if r.completed_cut_off));
+    let repaired = events
+        .iter()
+        .any(|e| matches!(e, Event::CallStarted { repair: Some(r), .. } if r.completed_cut_off));
     assert!(repaired);
 }
 
@@ -95,19 +140,42 @@ impl Approver for Never {
 
 #[tokio::test(start_paused = true)]
 async fn an_ask_ends_at_the_approval_timeout() {
-    let h = harness_with(vec![echo("change", writer())], EngineConfig::default(), Arc::new(Never), Policy::default());
+    let h = harness_with(
+        vec![echo("change", writer())],
+        EngineConfig::default(),
+        Arc::new(Never),
+        Policy::default(),
+    );
     let start = tokio::time::Instant::now();
-    let turn = h.engine.run_turn(&h.session, &openai_answer(&[("a", "change", "{}")]), TurnOptions::default()).await;
+    let turn = h
+        .engine
+        .run_turn(
+            &h.session,
+            &openai_answer(&[("a", "change", "{}")]),
+            TurnOptions::default(),
+        )
+        .await;
     assert_eq!(start.elapsed().as_secs(), 120);
     assert_eq!(error_type(&turn.outcomes[0]).as_deref(), Some("rejected_by_user"));
 }
 
 #[tokio::test]
 async fn a_kill_cancels_a_pending_approval() {
-    let mut h = harness_with(vec![echo("change", writer())], EngineConfig::default(), Arc::new(Never), Policy::default());
+    let mut h = harness_with(
+        vec![echo("change", writer())],
+        EngineConfig::default(),
+        Arc::new(Never),
+        Policy::default(),
+    );
     let (engine, session) = (h.engine.clone(), h.session.clone());
     let run = tokio::spawn(async move {
-        engine.run_turn(&session, &openai_answer(&[("a", "change", "{}")]), TurnOptions::default()).await
+        engine
+            .run_turn(
+                &session,
+                &openai_answer(&[("a", "change", "{}")]),
+                TurnOptions::default(),
+            )
+            .await
     });
     // Wait until the call is in the pipeline, then kill.
     loop {

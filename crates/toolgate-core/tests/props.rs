@@ -17,10 +17,19 @@ fn arb_json() -> impl Strategy<Value = Value> {
         Just(Value::Null),
         any::<bool>().prop_map(Value::Bool),
         any::<i64>().prop_map(|n| json!(n)),
-        any::<f64>().prop_filter("finite", |f| f.is_finite()).prop_map(|f| json!(f)),
+        any::<f64>()
+            .prop_filter("finite", |f| f.is_finite())
+            .prop_map(|f| json!(f)),
         ".{0,40}".prop_map(Value::String),
-        prop_oneof![Just("call_1"), Just("read_file"), Just("function"), Just("tool_use"), Just("{\"a\":"), Just("")]
-            .prop_map(|s| Value::String(s.to_owned())),
+        prop_oneof![
+            Just("call_1"),
+            Just("read_file"),
+            Just("function"),
+            Just("tool_use"),
+            Just("{\"a\":"),
+            Just("")
+        ]
+        .prop_map(|s| Value::String(s.to_owned())),
     ];
     leaf.prop_recursive(5, 64, 8, |inner| {
         prop_oneof![
@@ -58,10 +67,8 @@ proptest! {
     #[test]
     fn arguments_parser_never_panics_on_bytes(bytes in prop::collection::vec(any::<u8>(), 0..300), cut in any::<bool>()) {
         let text = String::from_utf8_lossy(&bytes).into_owned();
-        if let Ok((_, repair)) = parse_arguments(&RawArguments::Text(text.clone()), cut) {
-            if let Some(r) = repair {
-                prop_assert_eq!(&r.raw, &text);
-            }
+        if let Ok((_, Some(r))) = parse_arguments(&RawArguments::Text(text.clone()), cut) {
+            prop_assert_eq!(&r.raw, &text);
         }
         let _ = repair_json(&text);
     }
@@ -127,12 +134,27 @@ proptest! {
 
 #[test]
 fn the_engine_never_panics_and_answers_every_call_once() {
-    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-    let mut runner = proptest::test_runner::TestRunner::new(ProptestConfig { cases: 256, ..ProptestConfig::default() });
-    let h = harness(vec![echo("read_file", read_only()), echo("write_file", writer())], EngineConfig::default());
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let mut runner = proptest::test_runner::TestRunner::new(ProptestConfig {
+        cases: 256,
+        ..ProptestConfig::default()
+    });
+    let h = harness(
+        vec![echo("read_file", read_only()), echo("write_file", writer())],
+        EngineConfig::default(),
+    );
     runner
         .run(&arb_json(), |value| {
-            for format in [Format::Openai, Format::Anthropic, Format::Gemini, Format::Responses, Format::Text] {
+            for format in [
+                Format::Openai,
+                Format::Anthropic,
+                Format::Gemini,
+                Format::Responses,
+                Format::Text,
+            ] {
                 if let Ok(answer) = Answer::parse(format, &value) {
                     let calls = answer.calls.len();
                     let turn = runtime.block_on(h.engine.run_turn(&h.session, &answer, TurnOptions::default()));

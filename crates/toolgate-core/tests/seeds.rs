@@ -94,13 +94,22 @@ async fn a_timeout_is_a_recorded_failure_the_model_sees_and_cancels_the_work() {
         timeout_ms: 5_000,
         ..EngineConfig::default()
     };
-    let h = harness(vec![hanging("slow", writer(), witness.clone(), Arc::new(Notify::new()))], config);
+    let h = harness(
+        vec![hanging("slow", writer(), witness.clone(), Arc::new(Notify::new()))],
+        config,
+    );
     let turn = h
         .engine
-        .run_turn(&h.session, &openai_answer(&[("t1", "slow", "{}")]), TurnOptions::default())
+        .run_turn(
+            &h.session,
+            &openai_answer(&[("t1", "slow", "{}")]),
+            TurnOptions::default(),
+        )
         .await;
     match &turn.outcomes[0] {
-        Outcome::Recorded { success: false, entry, .. } => {
+        Outcome::Recorded {
+            success: false, entry, ..
+        } => {
             assert_eq!(entry.content["error"]["type"], "timeout");
             assert_eq!(entry.content["error"]["timeout_ms"], 5000);
             assert!(entry.is_error);
@@ -116,12 +125,19 @@ async fn a_timeout_is_a_recorded_failure_the_model_sees_and_cancels_the_work() {
 async fn a_kill_aborts_with_nothing_recorded_and_the_tool_work_cancelled() {
     let started = Arc::new(Notify::new());
     let witness = Witness::default();
-    let h = harness(vec![hanging("work", writer(), witness.clone(), started.clone())], EngineConfig::default());
+    let h = harness(
+        vec![hanging("work", writer(), witness.clone(), started.clone())],
+        EngineConfig::default(),
+    );
     let engine = h.engine.clone();
     let session = h.session.clone();
     let run = tokio::spawn(async move {
         engine
-            .run_turn(&session, &openai_answer(&[("k1", "work", "{}"), ("k2", "work", "{}")]), TurnOptions::default())
+            .run_turn(
+                &session,
+                &openai_answer(&[("k1", "work", "{}"), ("k2", "work", "{}")]),
+                TurnOptions::default(),
+            )
             .await
     });
     started.notified().await;
@@ -130,7 +146,9 @@ async fn a_kill_aborts_with_nothing_recorded_and_the_tool_work_cancelled() {
     assert!(witness.cancelled_and_dropped());
     assert_eq!(turn.status, TurnStatus::Aborted(AbortReason::StoppedByUser));
     for o in &turn.outcomes {
-        let Outcome::Abort { reason, entry } = o else { panic!("{o:?}") };
+        let Outcome::Abort { reason, entry } = o else {
+            panic!("{o:?}")
+        };
         assert_eq!(*reason, AbortReason::StoppedByUser);
         // The model never sees a partial result: only the synthetic `canceled`.
         assert_eq!(entry.content["error"]["type"], "canceled");
@@ -139,7 +157,11 @@ async fn a_kill_aborts_with_nothing_recorded_and_the_tool_work_cancelled() {
     h.session.resume();
     let turn = h
         .engine
-        .run_turn(&h.session, &openai_answer(&[("k3", "missing_tool", "{}")]), TurnOptions::default())
+        .run_turn(
+            &h.session,
+            &openai_answer(&[("k3", "missing_tool", "{}")]),
+            TurnOptions::default(),
+        )
         .await;
     assert_eq!(turn.status, TurnStatus::Continue);
 }
@@ -159,7 +181,11 @@ async fn a_stop_request_aborts_before_any_tool_runs() {
     h.session.request_stop();
     let turn = h
         .engine
-        .run_turn(&h.session, &openai_answer(&[("s1", "t", "{}"), ("s2", "t", "{}")]), TurnOptions::default())
+        .run_turn(
+            &h.session,
+            &openai_answer(&[("s1", "t", "{}"), ("s2", "t", "{}")]),
+            TurnOptions::default(),
+        )
         .await;
     assert_eq!(turn.status, TurnStatus::Aborted(AbortReason::StoppedByUser));
     assert_eq!(runs.load(Ordering::SeqCst), 0);
@@ -185,7 +211,11 @@ async fn a_stop_lets_calls_in_flight_finish_but_starts_no_new_one() {
     let (engine, session) = (h.engine.clone(), h.session.clone());
     let run = tokio::spawn(async move {
         engine
-            .run_turn(&session, &openai_answer(&[("a", "w", "{}"), ("b", "w", "{}")]), TurnOptions::default())
+            .run_turn(
+                &session,
+                &openai_answer(&[("a", "w", "{}"), ("b", "w", "{}")]),
+                TurnOptions::default(),
+            )
             .await
     });
     started.notified().await;
@@ -200,7 +230,9 @@ async fn a_stop_lets_calls_in_flight_finish_but_starts_no_new_one() {
 
 #[tokio::test]
 async fn the_consecutive_error_cap_ends_the_loop_after_exactly_n_failed_calls() {
-    let failing = Arc::new(FnTool::new("fail", read_only(), |_, _| async { Err(ToolError::failed("boom")) }));
+    let failing = Arc::new(FnTool::new("fail", read_only(), |_, _| async {
+        Err(ToolError::failed("boom"))
+    }));
     let config = EngineConfig {
         max_consecutive_errors: 3,
         ..EngineConfig::default()
@@ -210,19 +242,31 @@ async fn the_consecutive_error_cap_ends_the_loop_after_exactly_n_failed_calls() 
     for i in 0..3 {
         let turn = h
             .engine
-            .run_turn(&h.session, &openai_answer(&[(&format!("f{i}"), "fail", &format!("{{\"i\": {i}}}"))]), TurnOptions::default())
+            .run_turn(
+                &h.session,
+                &openai_answer(&[(&format!("f{i}"), "fail", &format!("{{\"i\": {i}}}"))]),
+                TurnOptions::default(),
+            )
             .await;
         statuses.push(turn.status);
     }
     assert_eq!(
         statuses,
-        [TurnStatus::Continue, TurnStatus::Continue, TurnStatus::Aborted(AbortReason::ConsecutiveErrors)]
+        [
+            TurnStatus::Continue,
+            TurnStatus::Continue,
+            TurnStatus::Aborted(AbortReason::ConsecutiveErrors)
+        ]
     );
     // A success resets the count.
     for (i, tool) in ["fail", "fail", "ok", "fail", "fail"].iter().enumerate() {
         let turn = h
             .engine
-            .run_turn(&h.session, &openai_answer(&[(&format!("g{i}"), tool, &format!("{{\"i\": {i}}}"))]), TurnOptions::default())
+            .run_turn(
+                &h.session,
+                &openai_answer(&[(&format!("g{i}"), tool, &format!("{{\"i\": {i}}}"))]),
+                TurnOptions::default(),
+            )
             .await;
         assert_eq!(turn.status, TurnStatus::Continue, "call {i}");
     }
@@ -232,15 +276,32 @@ async fn the_consecutive_error_cap_ends_the_loop_after_exactly_n_failed_calls() 
 async fn every_finished_call_reports_its_duration_split() {
     let mut h = harness(vec![echo("echo", read_only())], EngineConfig::default());
     h.engine
-        .run_turn(&h.session, &openai_answer(&[("d1", "echo", "{}")]), TurnOptions::default())
+        .run_turn(
+            &h.session,
+            &openai_answer(&[("d1", "echo", "{}")]),
+            TurnOptions::default(),
+        )
         .await;
     let events = drain(&mut h.events);
     let finished = events
         .iter()
         .find_map(|e| match e {
-            Event::CallFinished { call_id, duration_ms, waiting_ms, running_ms, attempts, success, .. } => {
-                Some((call_id.as_str().to_owned(), *duration_ms, *waiting_ms, *running_ms, *attempts, *success))
-            }
+            Event::CallFinished {
+                call_id,
+                duration_ms,
+                waiting_ms,
+                running_ms,
+                attempts,
+                success,
+                ..
+            } => Some((
+                call_id.as_str().to_owned(),
+                *duration_ms,
+                *waiting_ms,
+                *running_ms,
+                *attempts,
+                *success,
+            )),
             _ => None,
         })
         .expect("a CallFinished event");
@@ -269,11 +330,18 @@ fn flaky(name: &str, spec: ToolSpec, fail_times: u32, counter: Arc<AtomicU32>) -
 #[tokio::test(start_paused = true)]
 async fn retryable_errors_are_retried_with_growing_jittered_delays_up_to_four_attempts() {
     let counter = Arc::new(AtomicU32::new(0));
-    let mut h = harness(vec![flaky("flaky", read_only(), 10, counter.clone())], EngineConfig::default());
+    let mut h = harness(
+        vec![flaky("flaky", read_only(), 10, counter.clone())],
+        EngineConfig::default(),
+    );
     let start = tokio::time::Instant::now();
     let turn = h
         .engine
-        .run_turn(&h.session, &openai_answer(&[("r1", "flaky", "{}")]), TurnOptions::default())
+        .run_turn(
+            &h.session,
+            &openai_answer(&[("r1", "flaky", "{}")]),
+            TurnOptions::default(),
+        )
         .await;
     assert_eq!(counter.load(Ordering::SeqCst), 4, "at most 4 attempts");
     let entry = turn.outcomes[0].entry().unwrap();
@@ -286,10 +354,21 @@ async fn retryable_errors_are_retried_with_growing_jittered_delays_up_to_four_at
             _ => None,
         })
         .collect();
-    assert_eq!(retries.iter().map(|r| r.1).collect::<Vec<_>>(), [1000, 2000, 4000], "bounds grow ×2 from 1 s");
-    assert!(retries.iter().all(|(d, b)| d <= b), "full jitter stays under the bound: {retries:?}");
+    assert_eq!(
+        retries.iter().map(|r| r.1).collect::<Vec<_>>(),
+        [1000, 2000, 4000],
+        "bounds grow ×2 from 1 s"
+    );
+    assert!(
+        retries.iter().all(|(d, b)| d <= b),
+        "full jitter stays under the bound: {retries:?}"
+    );
     let waited: u64 = retries.iter().map(|r| r.0).sum();
-    assert_eq!(start.elapsed().as_millis() as u64, waited, "the delays are slept on the (paused) clock");
+    assert_eq!(
+        start.elapsed().as_millis() as u64,
+        waited,
+        "the delays are slept on the (paused) clock"
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -299,7 +378,11 @@ async fn retry_delays_are_jittered() {
         let counter = Arc::new(AtomicU32::new(0));
         let mut h = harness(vec![flaky("flaky", read_only(), 1, counter)], EngineConfig::default());
         h.engine
-            .run_turn(&h.session, &openai_answer(&[("j", "flaky", "{}")]), TurnOptions::default())
+            .run_turn(
+                &h.session,
+                &openai_answer(&[("j", "flaky", "{}")]),
+                TurnOptions::default(),
+            )
             .await;
         for e in drain(&mut h.events) {
             if let Event::Retry { delay_ms, .. } = e {
@@ -313,10 +396,17 @@ async fn retry_delays_are_jittered() {
 #[tokio::test(start_paused = true)]
 async fn a_retryable_error_that_clears_succeeds_on_a_later_attempt() {
     let counter = Arc::new(AtomicU32::new(0));
-    let h = harness(vec![flaky("flaky", idempotent_writer(), 2, counter.clone())], EngineConfig::default());
+    let h = harness(
+        vec![flaky("flaky", idempotent_writer(), 2, counter.clone())],
+        EngineConfig::default(),
+    );
     let turn = h
         .engine
-        .run_turn(&h.session, &openai_answer(&[("r2", "flaky", "{}")]), TurnOptions::default())
+        .run_turn(
+            &h.session,
+            &openai_answer(&[("r2", "flaky", "{}")]),
+            TurnOptions::default(),
+        )
         .await;
     assert_eq!(turn.outcomes[0].entry().unwrap().content, json!({"attempt": 3}));
 }
@@ -324,10 +414,17 @@ async fn a_retryable_error_that_clears_succeeds_on_a_later_attempt() {
 #[tokio::test(start_paused = true)]
 async fn non_idempotent_tools_and_non_retryable_errors_are_not_retried() {
     let counter = Arc::new(AtomicU32::new(0));
-    let h = harness(vec![flaky("once", writer(), 10, counter.clone())], EngineConfig::default());
+    let h = harness(
+        vec![flaky("once", writer(), 10, counter.clone())],
+        EngineConfig::default(),
+    );
     let turn = h
         .engine
-        .run_turn(&h.session, &openai_answer(&[("n1", "once", "{}")]), TurnOptions::default())
+        .run_turn(
+            &h.session,
+            &openai_answer(&[("n1", "once", "{}")]),
+            TurnOptions::default(),
+        )
         .await;
     assert_eq!(counter.load(Ordering::SeqCst), 1);
     assert_eq!(turn.outcomes[0].entry().unwrap().content["error"]["attempts"], 1);
@@ -343,7 +440,11 @@ async fn non_idempotent_tools_and_non_retryable_errors_are_not_retried() {
     }));
     let h = harness(vec![fatal], EngineConfig::default());
     h.engine
-        .run_turn(&h.session, &openai_answer(&[("n2", "fatal", "{}")]), TurnOptions::default())
+        .run_turn(
+            &h.session,
+            &openai_answer(&[("n2", "fatal", "{}")]),
+            TurnOptions::default(),
+        )
         .await;
     assert_eq!(calls.load(Ordering::SeqCst), 1);
 }
@@ -359,10 +460,17 @@ async fn retries_stop_at_the_deadline() {
         cap: Duration::from_secs(10),
     });
     spec.deadline = Some(Duration::from_secs(25));
-    let h = harness(vec![flaky("flaky", spec, 1000, counter.clone())], EngineConfig::default());
+    let h = harness(
+        vec![flaky("flaky", spec, 1000, counter.clone())],
+        EngineConfig::default(),
+    );
     let start = tokio::time::Instant::now();
     h.engine
-        .run_turn(&h.session, &openai_answer(&[("dl", "flaky", "{}")]), TurnOptions::default())
+        .run_turn(
+            &h.session,
+            &openai_answer(&[("dl", "flaky", "{}")]),
+            TurnOptions::default(),
+        )
         .await;
     assert!(start.elapsed() <= Duration::from_secs(25));
     assert!(counter.load(Ordering::SeqCst) < 100);
@@ -395,7 +503,11 @@ async fn parameters_are_validated_and_coerced_before_the_tool_runs() {
     for (i, (args, expected_error)) in cases.iter().enumerate() {
         let turn = h
             .engine
-            .run_turn(&h.session, &openai_answer(&[(&format!("v{i}"), "v", args)]), TurnOptions::default())
+            .run_turn(
+                &h.session,
+                &openai_answer(&[(&format!("v{i}"), "v", args)]),
+                TurnOptions::default(),
+            )
             .await;
         let entry = turn.outcomes[0].entry().unwrap();
         match expected_error {
@@ -406,9 +518,9 @@ async fn parameters_are_validated_and_coerced_before_the_tool_runs() {
             }
         }
     }
-    let coerced = drain(&mut h.events).into_iter().any(|e| {
-        matches!(e, Event::ArgumentsAdjusted { ref warnings, .. } if warnings.iter().any(|w| w.contains("/count")))
-    });
+    let coerced = drain(&mut h.events).into_iter().any(
+        |e| matches!(e, Event::ArgumentsAdjusted { ref warnings, .. } if warnings.iter().any(|w| w.contains("/count"))),
+    );
     assert!(coerced, "the coercion is reported as a warning event");
 }
 
@@ -427,10 +539,17 @@ async fn the_nth_identical_batch_is_not_run() {
     }));
     let h = harness(vec![tool], EngineConfig::default());
     let mut statuses = Vec::new();
-    for (i, args) in [r#"{"a": 1, "b": 2}"#, r#"{"b": 2, "a": 1}"#, r#"{"a": 1, "b": 2}"#].iter().enumerate() {
+    for (i, args) in [r#"{"a": 1, "b": 2}"#, r#"{"b": 2, "a": 1}"#, r#"{"a": 1, "b": 2}"#]
+        .iter()
+        .enumerate()
+    {
         let turn = h
             .engine
-            .run_turn(&h.session, &openai_answer(&[(&format!("l{i}"), "look", args)]), TurnOptions::default())
+            .run_turn(
+                &h.session,
+                &openai_answer(&[(&format!("l{i}"), "look", args)]),
+                TurnOptions::default(),
+            )
             .await;
         statuses.push(turn.status);
         if i == 2 {
@@ -446,7 +565,9 @@ async fn the_nth_identical_batch_is_not_run() {
 #[tokio::test]
 async fn big_results_are_truncated_within_budget_and_kept_under_a_handle() {
     let big = Arc::new(FnTool::new("big", read_only(), |_, _| async {
-        Ok(ToolOutput::json(json!({"exit_code": 1, "stdout": "o".repeat(200_000), "stderr": "e".repeat(10) + "THE END"})))
+        Ok(ToolOutput::json(
+            json!({"exit_code": 1, "stdout": "o".repeat(200_000), "stderr": "e".repeat(10) + "THE END"}),
+        ))
     }));
     let config = EngineConfig {
         budget_bytes: 4096,
@@ -455,7 +576,11 @@ async fn big_results_are_truncated_within_budget_and_kept_under_a_handle() {
     let h = harness(vec![big], config);
     let turn = h
         .engine
-        .run_turn(&h.session, &openai_answer(&[("b1", "big", "{}")]), TurnOptions::default())
+        .run_turn(
+            &h.session,
+            &openai_answer(&[("b1", "big", "{}")]),
+            TurnOptions::default(),
+        )
         .await;
     let entry = turn.outcomes[0].entry().unwrap();
     assert!(entry.content.to_string().len() <= 4096);
@@ -476,11 +601,17 @@ async fn big_results_are_truncated_within_budget_and_kept_under_a_handle() {
 
 #[tokio::test]
 async fn empty_output_becomes_no_output() {
-    let quiet = Arc::new(FnTool::new("quiet", read_only(), |_, _| async { Ok(ToolOutput::json(Value::Null)) }));
+    let quiet = Arc::new(FnTool::new("quiet", read_only(), |_, _| async {
+        Ok(ToolOutput::json(Value::Null))
+    }));
     let h = harness(vec![quiet], EngineConfig::default());
     let turn = h
         .engine
-        .run_turn(&h.session, &openai_answer(&[("q", "quiet", "{}")]), TurnOptions::default())
+        .run_turn(
+            &h.session,
+            &openai_answer(&[("q", "quiet", "{}")]),
+            TurnOptions::default(),
+        )
         .await;
     assert_eq!(turn.outcomes[0].entry().unwrap().content, json!("(no output)"));
 }

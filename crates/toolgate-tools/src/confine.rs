@@ -19,8 +19,12 @@ pub struct Workspace {
 impl Workspace {
     /// Opens the workspace root.
     pub fn open(root: &Path) -> Result<Self, ToolError> {
-        let dir = nix::fcntl::open(root, OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC, Mode::empty())
-            .map_err(|e| ToolError::failed(format!("cannot open the workspace {}: {e}", root.display())))?;
+        let dir = nix::fcntl::open(
+            root,
+            OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(|e| ToolError::failed(format!("cannot open the workspace {}: {e}", root.display())))?;
         Ok(Self {
             root: root.to_path_buf(),
             dir,
@@ -78,7 +82,12 @@ impl Workspace {
                     let base = current.as_ref().map_or_else(|| self.dir.as_fd(), |f| f.as_fd());
                     match mkdirat(base, comp.as_os_str(), Mode::from_bits_truncate(0o755)) {
                         Ok(()) | Err(Errno::EEXIST) => {}
-                        Err(e) => return Err(ToolError::failed(format!("cannot create the directory {}: {e}", so_far.display()))),
+                        Err(e) => {
+                            return Err(ToolError::failed(format!(
+                                "cannot create the directory {}: {e}",
+                                so_far.display()
+                            )));
+                        }
                     }
                     current = Some(open_in(&self.dir, &so_far, dir_flags, 0, shown)?);
                 }
@@ -99,7 +108,11 @@ fn open_in(dir: &OwnedFd, rel: &Path, flags: OFlag, mode: u32, shown: &str) -> R
             Err(Errno::EAGAIN | Errno::EINTR) => continue,
             Err(Errno::EXDEV | Errno::ELOOP) => return Err(outside(shown)),
             Err(Errno::ENOENT) => return Err(ToolError::failed(format!("{shown}: no such file or directory"))),
-            Err(Errno::ENOTDIR) => return Err(ToolError::failed(format!("{shown}: a component of the path is not a directory"))),
+            Err(Errno::ENOTDIR) => {
+                return Err(ToolError::failed(format!(
+                    "{shown}: a component of the path is not a directory"
+                )));
+            }
             Err(Errno::EISDIR) => return Err(ToolError::failed(format!("{shown} is a directory"))),
             Err(Errno::EACCES | Errno::EPERM) => return Err(ToolError::failed(format!("{shown}: permission denied"))),
             Err(Errno::ENOSYS) => {
@@ -113,7 +126,9 @@ fn open_in(dir: &OwnedFd, rel: &Path, flags: OFlag, mode: u32, shown: &str) -> R
 }
 
 fn outside(path: &str) -> ToolError {
-    ToolError::failed(format!("{path:?} is outside the workspace; only paths inside it can be used"))
+    ToolError::failed(format!(
+        "{path:?} is outside the workspace; only paths inside it can be used"
+    ))
 }
 
 /// Whether an error is a missing file (so parents may be created).

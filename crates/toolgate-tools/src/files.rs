@@ -13,8 +13,8 @@ use std::fs::File;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::Path;
 use std::sync::Arc;
-use toolgate_core::tool::{Annotations, PermissionSubject, ToolContext, ToolOutput, ToolSpec, TypedTool};
 use toolgate_core::ToolError;
+use toolgate_core::tool::{Annotations, PermissionSubject, ToolContext, ToolOutput, ToolSpec, TypedTool};
 
 /// Limits of the file tools.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -47,7 +47,9 @@ fn path_spec(annotations: Annotations) -> ToolSpec {
     }
 }
 
-async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T, ToolError> + Send + 'static) -> Result<T, ToolError> {
+async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, ToolError> + Send + 'static,
+) -> Result<T, ToolError> {
     tokio::task::spawn_blocking(f)
         .await
         .map_err(|e| ToolError::failed(format!("the file operation failed: {e}")))?
@@ -89,7 +91,9 @@ impl TypedTool for ReadFile {
     async fn run(&self, ctx: &ToolContext, args: ReadFileArgs) -> Result<ToolOutput, ToolError> {
         let root = ctx.workspace.clone();
         let limits = self.limits;
-        blocking(move || read_file(&root, &args, limits)).await.map(ToolOutput::json)
+        blocking(move || read_file(&root, &args, limits))
+            .await
+            .map(ToolOutput::json)
     }
 }
 
@@ -98,9 +102,14 @@ fn read_file(root: &Path, args: &ReadFileArgs, limits: FileLimits) -> Result<ser
     let rel = ws.relative(&args.path)?;
     let fd = ws.open_beneath(&rel, OFlag::O_RDONLY, 0, &args.path)?;
     let file = File::from(fd);
-    let meta = file.metadata().map_err(|e| ToolError::failed(format!("{}: {e}", args.path)))?;
+    let meta = file
+        .metadata()
+        .map_err(|e| ToolError::failed(format!("{}: {e}", args.path)))?;
     if meta.is_dir() {
-        return Err(ToolError::failed(format!("{} is a directory; use list_directory", args.path)));
+        return Err(ToolError::failed(format!(
+            "{} is a directory; use list_directory",
+            args.path
+        )));
     }
     let mut reader = BufReader::new(file);
     let first = args.offset.unwrap_or(1).max(1);
@@ -358,7 +367,9 @@ impl TypedTool for EditFile {
         }
         let root = ctx.workspace.clone();
         let limits = self.limits;
-        blocking(move || edit_file(&root, &args, limits)).await.map(ToolOutput::json)
+        blocking(move || edit_file(&root, &args, limits))
+            .await
+            .map(ToolOutput::json)
     }
 }
 

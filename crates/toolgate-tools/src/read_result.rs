@@ -4,8 +4,8 @@ use async_trait::async_trait;
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
-use toolgate_core::tool::{Annotations, ToolContext, ToolOutput, ToolSpec, TypedTool};
 use toolgate_core::ToolError;
+use toolgate_core::tool::{Annotations, ToolContext, ToolOutput, ToolSpec, TypedTool};
 
 /// Largest page, in bytes, so a page always fits the default budget.
 pub const MAX_PAGE: u64 = 48 * 1024;

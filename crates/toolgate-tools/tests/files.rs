@@ -28,7 +28,9 @@ fn fixture() -> Fixture {
 }
 
 async fn run(tool: &dyn Tool, ws: &Path, args: Value) -> Result<Value, ToolError> {
-    tool.execute(&ToolContext::standalone(ws), args).await.map(|o| o.content)
+    tool.execute(&ToolContext::standalone(ws), args)
+        .await
+        .map(|o| o.content)
 }
 
 fn read() -> Typed<ReadFile> {
@@ -38,7 +40,9 @@ fn read() -> Typed<ReadFile> {
 #[tokio::test]
 async fn read_file_returns_a_line_range() {
     let f = fixture();
-    let out = run(&read(), &f.ws, json!({"path": "src/lib.rs", "offset": 2, "limit": 2})).await.unwrap();
+    let out = run(&read(), &f.ws, json!({"path": "src/lib.rs", "offset": 2, "limit": 2}))
+        .await
+        .unwrap();
     assert_eq!(out["content"], "line 2\nline 3\n");
     assert_eq!(out["start_line"], 2);
     assert_eq!(out["end_line"], 3);
@@ -97,12 +101,18 @@ async fn symlinks_pointing_out_are_refused_for_every_tool() {
         (&list, json!({"path": "linkdir"})),
         (&write, json!({"path": "link.txt", "content": "pwned"})),
         (&write, json!({"path": "linkdir/new.txt", "content": "pwned"})),
-        (&edit, json!({"path": "link.txt", "old_string": "TOP", "new_string": "pwned"})),
+        (
+            &edit,
+            json!({"path": "link.txt", "old_string": "TOP", "new_string": "pwned"}),
+        ),
     ] {
         let err = run(tool, &f.ws, args.clone()).await.unwrap_err();
         assert!(err.to_string().contains("outside the workspace"), "{args}: {err}");
     }
-    assert_eq!(std::fs::read_to_string(f.outside.join("secret.txt")).unwrap(), "TOP SECRET");
+    assert_eq!(
+        std::fs::read_to_string(f.outside.join("secret.txt")).unwrap(),
+        "TOP SECRET"
+    );
     assert!(!f.outside.join("new.txt").exists());
 }
 
@@ -110,7 +120,9 @@ async fn symlinks_pointing_out_are_refused_for_every_tool() {
 async fn symlinks_inside_the_workspace_are_followed() {
     let f = fixture();
     symlink("src/lib.rs", f.ws.join("alias.rs")).unwrap();
-    let out = run(&read(), &f.ws, json!({"path": "alias.rs", "limit": 1})).await.unwrap();
+    let out = run(&read(), &f.ws, json!({"path": "alias.rs", "limit": 1}))
+        .await
+        .unwrap();
     assert_eq!(out["content"], "line 1\n");
 }
 
@@ -150,10 +162,14 @@ async fn a_symlink_swapped_in_during_calls_never_leaks_the_outside() {
 async fn write_file_creates_parents_and_reports_creation() {
     let f = fixture();
     let write = Typed::new(WriteFile::default());
-    let out = run(&write, &f.ws, json!({"path": "a/b/c.txt", "content": "hi"})).await.unwrap();
+    let out = run(&write, &f.ws, json!({"path": "a/b/c.txt", "content": "hi"}))
+        .await
+        .unwrap();
     assert_eq!(out["created"], true);
     assert_eq!(std::fs::read_to_string(f.ws.join("a/b/c.txt")).unwrap(), "hi");
-    let out = run(&write, &f.ws, json!({"path": "a/b/c.txt", "content": "again"})).await.unwrap();
+    let out = run(&write, &f.ws, json!({"path": "a/b/c.txt", "content": "again"}))
+        .await
+        .unwrap();
     assert_eq!(out["created"], false);
     assert_eq!(std::fs::read_to_string(f.ws.join("a/b/c.txt")).unwrap(), "again");
 }
@@ -162,14 +178,41 @@ async fn write_file_creates_parents_and_reports_creation() {
 async fn edit_file_needs_a_unique_match() {
     let f = fixture();
     let edit = Typed::new(EditFile::default());
-    let err = run(&edit, &f.ws, json!({"path": "src/lib.rs", "old_string": "line", "new_string": "row"})).await.unwrap_err();
+    let err = run(
+        &edit,
+        &f.ws,
+        json!({"path": "src/lib.rs", "old_string": "line", "new_string": "row"}),
+    )
+    .await
+    .unwrap_err();
     assert!(err.to_string().contains("occurs 4 times"), "{err}");
-    let err = run(&edit, &f.ws, json!({"path": "src/lib.rs", "old_string": "nope", "new_string": "x"})).await.unwrap_err();
+    let err = run(
+        &edit,
+        &f.ws,
+        json!({"path": "src/lib.rs", "old_string": "nope", "new_string": "x"}),
+    )
+    .await
+    .unwrap_err();
     assert!(err.to_string().contains("not found"), "{err}");
-    let out = run(&edit, &f.ws, json!({"path": "src/lib.rs", "old_string": "line 3", "new_string": "third"})).await.unwrap();
+    let out = run(
+        &edit,
+        &f.ws,
+        json!({"path": "src/lib.rs", "old_string": "line 3", "new_string": "third"}),
+    )
+    .await
+    .unwrap();
     assert_eq!(out["replacements"], 1);
-    assert_eq!(std::fs::read_to_string(f.ws.join("src/lib.rs")).unwrap(), "line 1\nline 2\nthird\nline 4\n");
-    let out = run(&edit, &f.ws, json!({"path": "src/lib.rs", "old_string": "line", "new_string": "row", "replace_all": true})).await.unwrap();
+    assert_eq!(
+        std::fs::read_to_string(f.ws.join("src/lib.rs")).unwrap(),
+        "line 1\nline 2\nthird\nline 4\n"
+    );
+    let out = run(
+        &edit,
+        &f.ws,
+        json!({"path": "src/lib.rs", "old_string": "line", "new_string": "row", "replace_all": true}),
+    )
+    .await
+    .unwrap();
     assert_eq!(out["replacements"], 3);
 }
 

@@ -1,6 +1,8 @@
 //! Anthropic Messages: `tool_use` blocks, `tool_result` blocks with `is_error`.
 
-use super::{Answer, CallEcho, Format, FormatError, RawArguments, RawCall, ToolResult, ToolView, echo_arguments_object};
+use super::{
+    Answer, CallEcho, Format, FormatError, RawArguments, RawCall, ToolResult, ToolView, echo_arguments_object,
+};
 use serde_json::{Value, json};
 
 pub(super) fn parse(body: &Value) -> Result<Answer, FormatError> {
@@ -65,7 +67,9 @@ pub(super) fn assistant(answer: &Answer, echoes: &[CallEcho]) -> Vec<Value> {
                 return b;
             }
             match echoes.next() {
-                Some(e) => json!({"type": "tool_use", "id": e.id.as_str(), "name": e.name, "input": echo_arguments_object(e)}),
+                Some(e) => {
+                    json!({"type": "tool_use", "id": e.id.as_str(), "name": e.name, "input": echo_arguments_object(e)})
+                }
                 None => b,
             }
         })

@@ -1,7 +1,9 @@
 //! Gemini `generateContent`: `functionCall` parts, `functionResponse` parts, and the schema subset
 //! Gemini accepts.
 
-use super::{Answer, CallEcho, Format, FormatError, RawArguments, RawCall, ToolResult, ToolView, echo_arguments_object};
+use super::{
+    Answer, CallEcho, Format, FormatError, RawArguments, RawCall, ToolResult, ToolView, echo_arguments_object,
+};
 use serde_json::{Map, Value, json};
 
 pub(super) fn parse(body: &Value) -> Result<Answer, FormatError> {
@@ -59,7 +61,12 @@ pub(super) fn parse(body: &Value) -> Result<Answer, FormatError> {
 }
 
 pub(super) fn assistant(answer: &Answer, echoes: &[CallEcho]) -> Vec<Value> {
-    let parts = answer.message.get("parts").and_then(Value::as_array).cloned().unwrap_or_default();
+    let parts = answer
+        .message
+        .get("parts")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
     let mut echoes = echoes.iter();
     let parts: Vec<Value> = parts
         .into_iter()
@@ -80,7 +87,11 @@ pub(super) fn results(results: &[ToolResult]) -> Vec<Value> {
         .iter()
         .map(|r| {
             // `response` must be an object: errors already are; results go under `result`.
-            let response = if r.is_error { r.content.clone() } else { json!({"result": r.content}) };
+            let response = if r.is_error {
+                r.content.clone()
+            } else {
+                json!({"result": r.content})
+            };
             json!({"functionResponse": {"id": r.call_id.as_str(), "name": r.name, "response": response}})
         })
         .collect();
@@ -107,8 +118,21 @@ pub(super) fn tools(tools: &[ToolView<'_>]) -> Value {
 }
 
 const KEEP: &[&str] = &[
-    "description", "title", "nullable", "maxItems", "minItems", "minProperties", "maxProperties",
-    "minLength", "maxLength", "pattern", "minimum", "maximum", "default", "example", "propertyOrdering",
+    "description",
+    "title",
+    "nullable",
+    "maxItems",
+    "minItems",
+    "minProperties",
+    "maxProperties",
+    "minLength",
+    "maxLength",
+    "pattern",
+    "minimum",
+    "maximum",
+    "default",
+    "example",
+    "propertyOrdering",
 ];
 
 /// Down-converts a JSON Schema to the OpenAPI subset Gemini accepts: local `$ref`s inlined,
@@ -276,17 +300,20 @@ mod tests {
             "$defs": {"item": {"type": "object", "properties": {"n": {"type": "integer"}}}}
         });
         let g = to_gemini_schema(&schema);
-        assert_eq!(g, json!({
-            "type": "object",
-            "properties": {
-                "mode": {"type": "string", "enum": ["fast"]},
-                "maybe": {"nullable": true, "type": "integer"},
-                "either": {"anyOf": [{"type": "string"}, {"type": "integer"}]},
-                "item": {"type": "object", "properties": {"n": {"type": "integer"}}},
-                "when": {"type": "string"}
-            },
-            "required": ["mode"]
-        }));
+        assert_eq!(
+            g,
+            json!({
+                "type": "object",
+                "properties": {
+                    "mode": {"type": "string", "enum": ["fast"]},
+                    "maybe": {"nullable": true, "type": "integer"},
+                    "either": {"anyOf": [{"type": "string"}, {"type": "integer"}]},
+                    "item": {"type": "object", "properties": {"n": {"type": "integer"}}},
+                    "when": {"type": "string"}
+                },
+                "required": ["mode"]
+            })
+        );
     }
 
     #[test]

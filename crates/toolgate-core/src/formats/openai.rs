@@ -85,10 +85,7 @@ fn read_function(id: Option<String>, f: &Value) -> RawCall {
 pub(super) fn assistant(answer: &Answer, echoes: &[CallEcho]) -> Vec<Value> {
     let mut msg = Map::new();
     msg.insert("role".into(), json!("assistant"));
-    msg.insert(
-        "content".into(),
-        answer.text.clone().map_or(Value::Null, Value::String),
-    );
+    msg.insert("content".into(), answer.text.clone().map_or(Value::Null, Value::String));
     for key in ["refusal", "name"] {
         if let Some(v) = answer.message.get(key).filter(|v| !v.is_null()) {
             msg.insert(key.into(), v.clone());
@@ -134,9 +131,29 @@ pub(super) fn tools(tools: &[ToolView<'_>]) -> Value {
 
 /// Keywords OpenAI strict mode accepts in a schema.
 const STRICT_KEYWORDS: &[&str] = &[
-    "type", "properties", "required", "additionalProperties", "items", "enum", "const", "anyOf",
-    "description", "title", "$defs", "definitions", "$ref", "default", "pattern", "format",
-    "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf", "minItems", "maxItems",
+    "type",
+    "properties",
+    "required",
+    "additionalProperties",
+    "items",
+    "enum",
+    "const",
+    "anyOf",
+    "description",
+    "title",
+    "$defs",
+    "definitions",
+    "$ref",
+    "default",
+    "pattern",
+    "format",
+    "minimum",
+    "maximum",
+    "exclusiveMinimum",
+    "exclusiveMaximum",
+    "multipleOf",
+    "minItems",
+    "maxItems",
 ];
 
 /// Whether a schema already satisfies OpenAI strict mode (every object closed with every property

@@ -12,7 +12,12 @@ pub(super) fn parse(body: &Value) -> Result<Answer, FormatError> {
             None if o.contains_key("type") => vec![body.clone()],
             None => return Err(FormatError::new(Format::Responses, "no `output` array")),
         },
-        _ => return Err(FormatError::new(Format::Responses, "expected a response object or an array of items")),
+        _ => {
+            return Err(FormatError::new(
+                Format::Responses,
+                "expected a response object or an array of items",
+            ));
+        }
     };
     let cut_off = body.get("status").and_then(Value::as_str) == Some("incomplete")
         && body
@@ -25,9 +30,7 @@ pub(super) fn parse(body: &Value) -> Result<Answer, FormatError> {
         match item.get("type").and_then(Value::as_str) {
             Some("function_call") => {
                 let mut extra = item.as_object().cloned().unwrap_or_default();
-                let id = extra
-                    .remove("call_id")
-                    .and_then(|v| v.as_str().map(str::to_owned));
+                let id = extra.remove("call_id").and_then(|v| v.as_str().map(str::to_owned));
                 let name = extra.remove("name").and_then(|v| v.as_str().map(str::to_owned));
                 let arguments = match extra.remove("arguments") {
                     None | Some(Value::Null) => RawArguments::Missing,

@@ -16,9 +16,19 @@ pub(super) fn parse(body: &Value) -> Result<Answer, FormatError> {
         Value::Object(o) if o.contains_key("tool") => body.to_string(),
         Value::Object(o) => match o.get("content") {
             Some(Value::String(s)) => s.clone(),
-            _ => return Err(FormatError::new(Format::Text, "expected text or a message with string `content`")),
+            _ => {
+                return Err(FormatError::new(
+                    Format::Text,
+                    "expected text or a message with string `content`",
+                ));
+            }
         },
-        _ => return Err(FormatError::new(Format::Text, "expected text or a message with string `content`")),
+        _ => {
+            return Err(FormatError::new(
+                Format::Text,
+                "expected text or a message with string `content`",
+            ));
+        }
     };
     let calls = extract(&content).into_iter().collect();
     Ok(Answer {
@@ -40,10 +50,11 @@ fn extract(content: &str) -> Option<RawCall> {
     };
     let (value, repair) = repair_json(candidate).ok()?;
     // The object must stand alone: prose around it makes it a quotation, not a call.
-    if repair
-        .as_ref()
-        .is_some_and(|r| r.actions.iter().any(|a| a == "dropped_trailing_text" || a == "skipped_leading_text"))
-    {
+    if repair.as_ref().is_some_and(|r| {
+        r.actions
+            .iter()
+            .any(|a| a == "dropped_trailing_text" || a == "skipped_leading_text")
+    }) {
         return None;
     }
     let Value::Object(mut obj) = value else {
@@ -121,7 +132,10 @@ mod tests {
 
     #[test]
     fn a_bare_object_is_a_call() {
-        let a = parse(&json!(r#"{"tool": "read_file", "parameters": {"path": "a"}, "reasoning": "look"}"#)).unwrap();
+        let a = parse(&json!(
+            r#"{"tool": "read_file", "parameters": {"path": "a"}, "reasoning": "look"}"#
+        ))
+        .unwrap();
         assert_eq!(a.calls.len(), 1);
         assert_eq!(a.calls[0].name.as_deref(), Some("read_file"));
         assert_eq!(a.calls[0].arguments, RawArguments::Json(json!({"path": "a"})));

@@ -6,13 +6,14 @@ use serde_json::{Value, json};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
+use tokio::sync::mpsc::UnboundedReceiver;
 use toolgate_core::events::{ChannelEvents, Event};
 use toolgate_core::permit::{ApproveAll, Approver, Policy};
 use toolgate_core::tool::{Annotations, Category, ToolContext, ToolOutput, ToolSpec};
 use toolgate_core::{Engine, EngineConfig, Registry, Session, SessionOptions, Tool, ToolError};
-use tokio::sync::mpsc::UnboundedReceiver;
 
-type Body = dyn Fn(ToolContext, Value) -> Pin<Box<dyn Future<Output = Result<ToolOutput, ToolError>> + Send>> + Send + Sync;
+type Body =
+    dyn Fn(ToolContext, Value) -> Pin<Box<dyn Future<Output = Result<ToolOutput, ToolError>> + Send>> + Send + Sync;
 
 /// A tool whose body is a closure.
 pub struct FnTool {
@@ -85,7 +86,11 @@ pub fn terminal() -> ToolSpec {
 
 /// An echo tool: returns its arguments.
 pub fn echo(name: &str, spec: ToolSpec) -> Arc<dyn Tool> {
-    Arc::new(FnTool::new(name, spec, |_, args| async move { Ok(ToolOutput::json(args)) }))
+    Arc::new(FnTool::new(
+        name,
+        spec,
+        |_, args| async move { Ok(ToolOutput::json(args)) },
+    ))
 }
 
 pub struct Harness {
@@ -98,7 +103,12 @@ pub fn harness(tools: Vec<Arc<dyn Tool>>, config: EngineConfig) -> Harness {
     harness_with(tools, config, Arc::new(ApproveAll), Policy::default())
 }
 
-pub fn harness_with(tools: Vec<Arc<dyn Tool>>, config: EngineConfig, approver: Arc<dyn Approver>, policy: Policy) -> Harness {
+pub fn harness_with(
+    tools: Vec<Arc<dyn Tool>>,
+    config: EngineConfig,
+    approver: Arc<dyn Approver>,
+    policy: Policy,
+) -> Harness {
     let mut registry = Registry::new();
     for t in tools {
         registry.register(t);
@@ -114,7 +124,11 @@ pub fn harness_with(tools: Vec<Arc<dyn Tool>>, config: EngineConfig, approver: A
             ..SessionOptions::default()
         },
     ));
-    Harness { engine, session, events }
+    Harness {
+        engine,
+        session,
+        events,
+    }
 }
 
 /// An OpenAI Chat Completions answer with these (id, name, arguments-text) calls.
