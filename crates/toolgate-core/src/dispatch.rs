@@ -452,6 +452,7 @@ impl Engine {
             gen_ai.tool.description = tracing::field::Empty,
             gen_ai.tool.type = "function",
             gen_ai.tool.call.arguments = tracing::field::Empty,
+            gen_ai.tool.call.result = tracing::field::Empty,
             error.type = tracing::field::Empty,
         );
         if !span.is_disabled() {
@@ -470,8 +471,13 @@ impl Engine {
             .pipeline(session, turn, call, queued)
             .instrument(span.clone())
             .await;
-        if let Some(kind) = outcome.entry().and_then(|e| e.error_kind) {
-            span.record("error.type", kind.as_str());
+        if let Some(entry) = outcome.entry() {
+            if let Some(kind) = entry.error_kind {
+                span.record("error.type", kind.as_str());
+            }
+            if self.config.trace_content && !span.is_disabled() {
+                span.record("gen_ai.tool.call.result", entry.content.to_string().as_str());
+            }
         }
         outcome
     }
@@ -708,18 +714,19 @@ impl Engine {
             return Outcome::Restart { context };
         }
         // 11. result
-        if let Some(schema) = tool.output_schema()
-            && let Ok(compiled) = crate::validate::CompiledSchema::compile(schema)
-            && !compiled.is_valid(&output.content)
-        {
-            let violations = compiled.violations(&output.content);
-            return fail(
-                CallError::new(
-                    ErrorKind::ResultInvalid,
-                    "The tool returned a result that does not match its output schema.",
-                )
-                .with("errors", serde_json::to_value(violations).unwrap_or(Value::Null)),
-            );
+        match entry.compiled_output() {
+            Some(Ok(compiled)) if !compiled.is_valid(&output.content) => {
+                let violations = compiled.violations(&output.content);
+                return fail(
+                    CallError::new(
+                        ErrorKind::ResultInvalid,
+                        "The tool returned a result that does not match its output schema.",
+                    )
+                    .with("errors", serde_json::to_value(violations).unwrap_or(Value::Null)),
+                );
+            }
+            Some(Err(message)) => return fail(CallError::new(ErrorKind::ResultInvalid, message)),
+            _ => {}
         }
         let content = normalize_empty(output.content);
         let budget = spec.budget.unwrap_or(self.config.budget_bytes);

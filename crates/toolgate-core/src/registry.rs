@@ -15,6 +15,7 @@ pub struct Entry {
     name: ToolName,
     provider_name: String,
     compiled: OnceLock<Result<Arc<CompiledSchema>, String>>,
+    compiled_output: OnceLock<Option<Result<Arc<CompiledSchema>, String>>>,
 }
 
 impl Entry {
@@ -34,6 +35,17 @@ impl Entry {
     pub fn compiled(&self) -> Result<Arc<CompiledSchema>, String> {
         self.compiled
             .get_or_init(|| CompiledSchema::compile(self.tool.parameters()).map(Arc::new))
+            .clone()
+    }
+
+    /// The tool's output schema, if it has one, compiled on first use and reused.
+    pub fn compiled_output(&self) -> Option<Result<Arc<CompiledSchema>, String>> {
+        self.compiled_output
+            .get_or_init(|| {
+                self.tool
+                    .output_schema()
+                    .map(|s| CompiledSchema::compile(s).map(Arc::new))
+            })
             .clone()
     }
 }
@@ -66,6 +78,7 @@ impl Registry {
                 name,
                 provider_name,
                 compiled: OnceLock::new(),
+                compiled_output: OnceLock::new(),
             },
         );
     }

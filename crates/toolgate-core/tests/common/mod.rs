@@ -20,6 +20,7 @@ pub struct FnTool {
     pub name: String,
     pub schema: Value,
     pub spec: ToolSpec,
+    pub output: Option<Value>,
     pub body: Arc<Body>,
 }
 
@@ -33,8 +34,14 @@ impl FnTool {
             name: name.into(),
             schema: json!({"type": "object"}),
             spec,
+            output: None,
             body: Arc::new(move |ctx, args| Box::pin(body(ctx, args))),
         }
+    }
+
+    pub fn output_schema(mut self, schema: Value) -> Self {
+        self.output = Some(schema);
+        self
     }
 
     pub fn schema(mut self, schema: Value) -> Self {
@@ -56,6 +63,9 @@ impl Tool for FnTool {
     }
     fn spec(&self) -> &ToolSpec {
         &self.spec
+    }
+    fn output_schema(&self) -> Option<&Value> {
+        self.output.as_ref()
     }
     async fn execute(&self, ctx: &ToolContext, args: Value) -> Result<ToolOutput, ToolError> {
         (self.body)(ctx.clone(), args).await
