@@ -55,6 +55,16 @@ pub fn read(text: &str, max_depth: usize) -> Result<(Value, Repairs), String> {
     Ok((value, r.repairs))
 }
 
+/// What the head of a list loop found.
+enum Step {
+    /// The list ended.
+    Done,
+    /// A comma was consumed; look again.
+    Again,
+    /// An item (or key) starts here.
+    Item,
+}
+
 struct Reader<'a> {
     s: &'a [u8],
     text: &'a str,
@@ -141,35 +151,10 @@ impl Reader<'_> {
         self.i += 1;
         let mut map = Map::new();
         loop {
-            self.skip_ws();
-            match self.peek() {
-                None => {
-                    self.repairs.completed_cut_off = true;
-                    self.repairs.note("completed_cut_off_value");
-                    return Ok(Value::Object(map));
-                }
-                Some(b'}') => {
-                    self.i += 1;
-                    return Ok(Value::Object(map));
-                }
-                Some(b']') => {
-                    // A mismatched closer ends the object.
-                    self.repairs.note("fixed_brackets");
-                    self.i += 1;
-                    return Ok(Value::Object(map));
-                }
-                Some(b',') => {
-                    self.i += 1;
-                    self.skip_ws();
-                    if matches!(self.peek(), Some(b'}') | Some(b']') | None) || map.is_empty() {
-                        self.repairs.note("trailing_comma");
-                    }
-                    continue;
-                }
-                Some(_) => {}
-            }
-            if !map.is_empty() && !self.after_separator() {
-                self.repairs.note("missing_comma");
+            match self.list_step(b'}', map.is_empty()) {
+                Step::Done => return Ok(Value::Object(map)),
+                Step::Again => continue,
+                Step::Item => {}
             }
             let start = self.i;
             let key = match self.peek() {
@@ -230,34 +215,10 @@ impl Reader<'_> {
         self.i += 1;
         let mut items = Vec::new();
         loop {
-            self.skip_ws();
-            match self.peek() {
-                None => {
-                    self.repairs.completed_cut_off = true;
-                    self.repairs.note("completed_cut_off_value");
-                    return Ok(Value::Array(items));
-                }
-                Some(b']') => {
-                    self.i += 1;
-                    return Ok(Value::Array(items));
-                }
-                Some(b'}') => {
-                    self.repairs.note("fixed_brackets");
-                    self.i += 1;
-                    return Ok(Value::Array(items));
-                }
-                Some(b',') => {
-                    self.i += 1;
-                    self.skip_ws();
-                    if matches!(self.peek(), Some(b']') | Some(b'}') | None) || items.is_empty() {
-                        self.repairs.note("trailing_comma");
-                    }
-                    continue;
-                }
-                Some(_) => {}
-            }
-            if !items.is_empty() && !self.after_separator() {
-                self.repairs.note("missing_comma");
+            match self.list_step(b']', items.is_empty()) {
+                Step::Done => return Ok(Value::Array(items)),
+                Step::Again => continue,
+                Step::Item => {}
             }
             let start = self.i;
             let v = self.value(depth + 1)?;
@@ -265,6 +226,42 @@ impl Reader<'_> {
                 self.drop_junk();
             } else {
                 items.push(v);
+            }
+        }
+    }
+
+    /// The head of an object's or array's loop: ends the list at its closer (or a mismatched
+    /// one, or the end of the text), steps over commas, and notes a missing one before an item.
+    fn list_step(&mut self, close: u8, empty: bool) -> Step {
+        self.skip_ws();
+        match self.peek() {
+            None => {
+                self.repairs.completed_cut_off = true;
+                self.repairs.note("completed_cut_off_value");
+                Step::Done
+            }
+            Some(b) if b == close => {
+                self.i += 1;
+                Step::Done
+            }
+            Some(b'}' | b']') => {
+                self.repairs.note("fixed_brackets");
+                self.i += 1;
+                Step::Done
+            }
+            Some(b',') => {
+                self.i += 1;
+                self.skip_ws();
+                if matches!(self.peek(), Some(b'}' | b']') | None) || empty {
+                    self.repairs.note("trailing_comma");
+                }
+                Step::Again
+            }
+            Some(_) => {
+                if !empty && !self.after_separator() {
+                    self.repairs.note("missing_comma");
+                }
+                Step::Item
             }
         }
     }

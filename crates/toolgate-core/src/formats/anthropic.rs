@@ -1,8 +1,6 @@
 //! Anthropic Messages: `tool_use` blocks, `tool_result` blocks with `is_error`.
 
-use super::{
-    Answer, CallEcho, Format, FormatError, RawArguments, RawCall, ToolResult, ToolView, echo_arguments_object,
-};
+use super::{Answer, CallEcho, Format, FormatError, RawCall, ToolResult, ToolView, echo_arguments_object};
 use serde_json::{Value, json};
 
 pub(super) fn parse(body: &Value) -> Result<Answer, FormatError> {
@@ -24,24 +22,12 @@ pub(super) fn parse(body: &Value) -> Result<Answer, FormatError> {
     for block in content {
         match block.get("type").and_then(Value::as_str) {
             Some("text") => text.push_str(block.get("text").and_then(Value::as_str).unwrap_or("")),
-            Some("tool_use") => {
-                let mut extra = block.as_object().cloned().unwrap_or_default();
-                let id = extra.remove("id").and_then(|v| v.as_str().map(str::to_owned));
-                let name = extra.remove("name").and_then(|v| v.as_str().map(str::to_owned));
-                let arguments = match extra.remove("input") {
-                    None | Some(Value::Null) => RawArguments::Missing,
-                    Some(Value::String(s)) => RawArguments::Text(s),
-                    Some(v) => RawArguments::Json(v),
-                };
-                extra.remove("type");
-                calls.push(RawCall {
-                    id,
-                    name,
-                    arguments,
-                    extra,
-                    repair: None,
-                });
-            }
+            Some("tool_use") => calls.push(RawCall::from_object(
+                block.as_object().cloned().unwrap_or_default(),
+                Some("id"),
+                "input",
+                &["type"],
+            )),
             _ => {}
         }
     }

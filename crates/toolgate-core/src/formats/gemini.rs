@@ -1,9 +1,7 @@
 //! Gemini `generateContent`: `functionCall` parts, `functionResponse` parts, and the schema subset
 //! Gemini accepts.
 
-use super::{
-    Answer, CallEcho, Format, FormatError, RawArguments, RawCall, ToolResult, ToolView, echo_arguments_object,
-};
+use super::{Answer, CallEcho, Format, FormatError, RawCall, ToolResult, ToolView, echo_arguments_object};
 use serde_json::{Map, Value, json};
 
 pub(super) fn parse(body: &Value) -> Result<Answer, FormatError> {
@@ -34,21 +32,12 @@ pub(super) fn parse(body: &Value) -> Result<Answer, FormatError> {
             text.push_str(t);
         }
         if let Some(fc) = part.get("functionCall") {
-            let mut extra = fc.as_object().cloned().unwrap_or_default();
-            let id = extra.remove("id").and_then(|v| v.as_str().map(str::to_owned));
-            let name = extra.remove("name").and_then(|v| v.as_str().map(str::to_owned));
-            let arguments = match extra.remove("args") {
-                None | Some(Value::Null) => RawArguments::Missing,
-                Some(Value::String(s)) => RawArguments::Text(s),
-                Some(v) => RawArguments::Json(v),
-            };
-            calls.push(RawCall {
-                id,
-                name,
-                arguments,
-                extra,
-                repair: None,
-            });
+            calls.push(RawCall::from_object(
+                fc.as_object().cloned().unwrap_or_default(),
+                Some("id"),
+                "args",
+                &[],
+            ));
         }
     }
     Ok(Answer {

@@ -136,6 +136,36 @@ pub struct RawCall {
     pub repair: Option<crate::types::Repair>,
 }
 
+impl RawCall {
+    /// Reads a call object: its id under `id_key`, `name`, and its arguments under `args_key`;
+    /// the `drop` keys are bookkeeping; every other key is kept as `extra`.
+    pub(crate) fn from_object(
+        mut obj: Map<String, Value>,
+        id_key: Option<&str>,
+        args_key: &str,
+        drop: &[&str],
+    ) -> Self {
+        let text = |v: Value| v.as_str().map(str::to_owned);
+        let id = id_key.and_then(|k| obj.remove(k)).and_then(text);
+        let name = obj.remove("name").and_then(text);
+        let arguments = match obj.remove(args_key) {
+            None | Some(Value::Null) => RawArguments::Missing,
+            Some(Value::String(s)) => RawArguments::Text(s),
+            Some(v) => RawArguments::Json(v),
+        };
+        for key in drop {
+            obj.remove(*key);
+        }
+        Self {
+            id,
+            name,
+            arguments,
+            extra: obj,
+            repair: None,
+        }
+    }
+}
+
 /// A model answer: its text, its tool calls and whether it was cut off by the token limit.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Answer {

@@ -1,6 +1,6 @@
 //! OpenAI Chat Completions: `tool_calls[].function.arguments` (a JSON string), `role: tool` results.
 
-use super::{Answer, CallEcho, Format, FormatError, RawArguments, RawCall, ToolResult, ToolView, echo_arguments_text};
+use super::{Answer, CallEcho, Format, FormatError, RawCall, ToolResult, ToolView, echo_arguments_text};
 use serde_json::{Map, Value, json};
 
 pub(super) fn parse(body: &Value) -> Result<Answer, FormatError> {
@@ -36,7 +36,7 @@ pub(super) fn parse(body: &Value) -> Result<Answer, FormatError> {
     if calls.is_empty()
         && let Some(fc) = message.get("function_call").filter(|v| v.is_object())
     {
-        calls.push(read_function(None, fc));
+        calls.push(read_function(None, fc.as_object().cloned().unwrap_or_default()));
     }
     Ok(Answer {
         format: Format::Openai,
@@ -51,35 +51,26 @@ fn read_call(item: &Value) -> Result<RawCall, FormatError> {
     let Value::Object(obj) = item else {
         return Err(FormatError::new(Format::Openai, "a tool call is not a JSON object"));
     };
-    let id = obj.get("id").and_then(Value::as_str).map(str::to_owned);
     match obj.get("function") {
-        Some(f) if f.is_object() => Ok(read_function(id, f)),
-        _ => {
-            // Some servers put name and arguments at the call's top level.
-            let mut call = read_function(id, item);
-            call.extra.remove("id");
-            call.extra.remove("type");
-            call.extra.remove("index");
+        Some(Value::Object(f)) => {
+            let mut call = read_function(None, f.clone());
+            call.id = obj.get("id").and_then(Value::as_str).map(str::to_owned);
             Ok(call)
         }
+        // Some servers put name and arguments at the call's top level.
+        _ => Ok(RawCall::from_object(
+            obj.clone(),
+            Some("id"),
+            "arguments",
+            &["type", "index"],
+        )),
     }
 }
 
-fn read_function(id: Option<String>, f: &Value) -> RawCall {
-    let mut extra = f.as_object().cloned().unwrap_or_default();
-    let name = extra.remove("name").and_then(|v| v.as_str().map(str::to_owned));
-    let arguments = match extra.remove("arguments") {
-        None | Some(Value::Null) => RawArguments::Missing,
-        Some(Value::String(s)) => RawArguments::Text(s),
-        Some(v) => RawArguments::Json(v),
-    };
-    RawCall {
-        id,
-        name,
-        arguments,
-        extra,
-        repair: None,
-    }
+fn read_function(id: Option<String>, f: Map<String, Value>) -> RawCall {
+    let mut call = RawCall::from_object(f, None, "arguments", &[]);
+    call.id = id;
+    call
 }
 
 pub(super) fn assistant(answer: &Answer, echoes: &[CallEcho]) -> Vec<Value> {

@@ -1,6 +1,6 @@
 //! OpenAI Responses: `function_call` output items, `function_call_output` input items.
 
-use super::{Answer, CallEcho, Format, FormatError, RawArguments, RawCall, ToolResult, ToolView, echo_arguments_text};
+use super::{Answer, CallEcho, Format, FormatError, RawCall, ToolResult, ToolView, echo_arguments_text};
 use serde_json::{Value, json};
 
 pub(super) fn parse(body: &Value) -> Result<Answer, FormatError> {
@@ -28,26 +28,12 @@ pub(super) fn parse(body: &Value) -> Result<Answer, FormatError> {
     let mut calls = Vec::new();
     for item in &items {
         match item.get("type").and_then(Value::as_str) {
-            Some("function_call") => {
-                let mut extra = item.as_object().cloned().unwrap_or_default();
-                let id = extra.remove("call_id").and_then(|v| v.as_str().map(str::to_owned));
-                let name = extra.remove("name").and_then(|v| v.as_str().map(str::to_owned));
-                let arguments = match extra.remove("arguments") {
-                    None | Some(Value::Null) => RawArguments::Missing,
-                    Some(Value::String(s)) => RawArguments::Text(s),
-                    Some(v) => RawArguments::Json(v),
-                };
-                for k in ["type", "id", "status"] {
-                    extra.remove(k);
-                }
-                calls.push(RawCall {
-                    id,
-                    name,
-                    arguments,
-                    extra,
-                    repair: None,
-                });
-            }
+            Some("function_call") => calls.push(RawCall::from_object(
+                item.as_object().cloned().unwrap_or_default(),
+                Some("call_id"),
+                "arguments",
+                &["type", "id", "status"],
+            )),
             Some("message") => {
                 if let Some(Value::Array(parts)) = item.get("content") {
                     for p in parts {
