@@ -142,6 +142,15 @@ fn read_file(root: &Path, args: &ReadFileArgs, limits: FileLimits) -> Result<ser
         }
         let text = String::from_utf8_lossy(&line);
         if content.len() + text.len() > limits.max_read_bytes {
+            if content.is_empty() {
+                // One line longer than the limit: its head, rather than nothing.
+                let mut cut = limits.max_read_bytes.min(text.len());
+                while !text.is_char_boundary(cut) {
+                    cut -= 1;
+                }
+                content.push_str(&text[..cut]);
+                last = number;
+            }
             truncated = true;
             break;
         }

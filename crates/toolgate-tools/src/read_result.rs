@@ -5,9 +5,10 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use toolgate_core::ToolError;
+use toolgate_core::result::escaped_len;
 use toolgate_core::tool::{Annotations, ToolContext, ToolOutput, ToolSpec, TypedTool};
 
-/// Largest page, in bytes, so a page always fits the default budget.
+/// Largest page, in bytes of escaped JSON text, so a page always fits the default budget.
 pub const MAX_PAGE: u64 = 48 * 1024;
 
 /// Arguments of `read_result`.
@@ -66,10 +67,18 @@ impl TypedTool for ReadResult {
         while !text.is_char_boundary(start) {
             start -= 1;
         }
+        // A page is measured as it will be sent (JSON-escaped), so it always fits the budget.
         let length = args.length.unwrap_or(16 * 1024).clamp(1, MAX_PAGE) as usize;
-        let mut end = start.saturating_add(length).min(total);
-        while !text.is_char_boundary(end) {
-            end -= 1;
+        let mut end = start;
+        let mut sent = 0;
+        for c in text[start..].chars() {
+            let mut buf = [0u8; 4];
+            let width = escaped_len(c.encode_utf8(&mut buf));
+            if sent + width > length {
+                break;
+            }
+            sent += width;
+            end += c.len_utf8();
         }
         Ok(ToolOutput::json(json!({
             "handle": args.handle,

@@ -65,6 +65,12 @@ async fn read_file_stops_at_its_size_limit() {
     let out = run(&tool, &f.ws, json!({"path": "big.txt"})).await.unwrap();
     assert!(out["content"].as_str().unwrap().len() <= 1000);
     assert_eq!(out["truncated"], true);
+    // A single line longer than the limit still yields its head.
+    std::fs::write(f.ws.join("one.txt"), "é".repeat(5000)).unwrap();
+    let out = run(&tool, &f.ws, json!({"path": "one.txt"})).await.unwrap();
+    let content = out["content"].as_str().unwrap();
+    assert!(!content.is_empty() && content.len() <= 1000 && content.chars().all(|c| c == 'é'));
+    assert_eq!(out["truncated"], true);
 }
 
 #[tokio::test]

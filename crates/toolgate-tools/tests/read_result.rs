@@ -101,3 +101,24 @@ async fn read_result_pages_the_full_result_of_this_session_only() {
     let e = &turn.outcomes[0].entry().unwrap().content["error"];
     assert!(e["message"].as_str().unwrap().contains("no result under handle"), "{e}");
 }
+
+#[tokio::test]
+async fn pages_are_measured_as_sent_so_escapes_never_overflow_the_budget() {
+    use toolgate_core::tool::{Typed, TypedTool};
+    let ctx = ToolContext::standalone(&std::env::temp_dir());
+    let handle = ctx
+        .results
+        .put(&ctx.session_id, Arc::new(Value::String("\n".repeat(100_000))), 200_002)
+        .await;
+    let tool = Typed::new(toolgate_tools::read_result::ReadResult);
+    assert_eq!(tool.inner().name(), "read_result");
+    let page = tool
+        .execute(&ctx, json!({"handle": handle, "length": 49152}))
+        .await
+        .unwrap()
+        .content;
+    // Each newline is sent as two bytes: half as many characters fit the page.
+    assert_eq!(page["length"], 24576);
+    assert_eq!(page["next_offset"], 24576);
+    assert!(page.to_string().len() <= EngineConfig::default().budget_bytes);
+}
