@@ -5,6 +5,8 @@ use anyhow::{Context, Result, anyhow, bail};
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
 use toolgate_core::EngineConfig;
+use toolgate_core::rules::{Layer, LayerSource, RuleEntry};
+use toolgate_core::tool::PermissionSubject;
 
 /// Everything `toolgate.toml` holds (sections arrive with the features that read them).
 #[derive(Clone, Debug, Default, Deserialize)]
@@ -12,10 +14,47 @@ use toolgate_core::EngineConfig;
 pub struct Config {
     /// `[engine]`: timeouts, retries, budgets, guards.
     pub engine: EngineConfig,
+    /// `[permissions]`: allow, ask and deny rules, and yolo.
+    pub permissions: Permissions,
+}
+
+/// `[permissions]`.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Permissions {
+    /// Rules that allow calls without asking.
+    pub allow: Vec<RuleEntry>,
+    /// Rules that always ask, even under `--yolo`.
+    pub ask: Vec<RuleEntry>,
+    /// Rules that refuse calls, even under `--yolo`.
+    pub deny: Vec<RuleEntry>,
+    /// Allow every call no rule denies or asks.
+    pub yolo: bool,
+}
+
+impl Permissions {
+    /// Compiles the rules into a layer, checking each rule's examples against its tool's subject.
+    pub fn layer(&self, source: LayerSource, subject_of: &dyn Fn(&str) -> Option<PermissionSubject>) -> Result<Layer> {
+        let compile = |entries: &[RuleEntry], list: &str| -> Result<Vec<toolgate_core::rules::Rule>> {
+            entries
+                .iter()
+                .map(|e| {
+                    e.compile(subject_of)
+                        .map_err(|m| anyhow!("invalid configuration: permissions.{list}: {m}"))
+                })
+                .collect()
+        };
+        Ok(Layer {
+            source,
+            allow: compile(&self.allow, "allow")?,
+            ask: compile(&self.ask, "ask")?,
+            deny: compile(&self.deny, "deny")?,
+        })
+    }
 }
 
 /// Sections whose scalar keys environment variables may set.
-const ENV_SECTIONS: &[&str] = &["engine"];
+const ENV_SECTIONS: &[&str] = &["engine", "permissions"];
 
 /// The user file: `$XDG_CONFIG_HOME/toolgate/toolgate.toml` or `~/.config/toolgate/toolgate.toml`.
 pub fn user_file() -> Option<PathBuf> {

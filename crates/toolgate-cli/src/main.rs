@@ -10,6 +10,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 use toolgate_core::permit::{ApproveAll, Approver, DenyAll, Policy};
+use toolgate_core::rules::LayerSource;
 use toolgate_core::{
     Answer, CallId, Engine, Format, Outcome, Registry, Session, SessionId, SessionOptions, ToolCall, TurnOptions,
     TurnStatus,
@@ -123,6 +124,9 @@ async fn run(cli: Cli) -> Result<ExitCode> {
     for tool in toolgate_tools::builtin_tools() {
         registry.register(tool);
     }
+    let subject_of = |name: &str| registry.get(name).map(|e| e.tool().spec().subject.clone());
+    // The named file and the user file are both trusted: one layer of configured rules.
+    let layer = config.permissions.layer(LayerSource::User, &subject_of)?;
     let engine = Arc::new(Engine::new(registry, config.engine));
     let approver: Arc<dyn Approver> = if cli.yes {
         Arc::new(ApproveAll)
@@ -135,7 +139,10 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             id: cli.session.as_deref().map(SessionId::new),
             workspace,
             approver,
-            policy: Policy { yolo: cli.yolo },
+            policy: Policy {
+                yolo: cli.yolo || config.permissions.yolo,
+                layers: Arc::new(vec![layer]),
+            },
             ..SessionOptions::default()
         },
     ));

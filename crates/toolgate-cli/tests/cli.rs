@@ -342,3 +342,75 @@ fn a_call_with_10000_arguments_is_answered_correctly() {
     let v = json_out(&out);
     assert!(v["messages"][1]["content"].as_str().unwrap().contains("hello\\nworld"));
 }
+
+#[test]
+fn configured_rules_allow_and_deny_as_ordered() {
+    let ws = workspace();
+    let config = ws.path().join("rules.toml");
+    std::fs::write(
+        &config,
+        r#"
+[permissions]
+allow = ["write_file(notes/**)"]
+deny = [{ rule = "write_file(secrets/**)", match = ["secrets/key.txt"], not_match = ["notes/a.md"] }]
+"#,
+    )
+    .unwrap();
+    let write = |path: &str, extra: &[&str]| {
+        let args = json!({"path": path, "content": "x"}).to_string();
+        toolgate(ws.path())
+            .arg("--config")
+            .arg(&config)
+            .args(extra)
+            .args(["call", "write_file", &args])
+            .output()
+            .unwrap()
+    };
+    // An allow rule: no prompt, no --yes needed.
+    let out = write("notes/today.md", &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stdout));
+    // Outside the rule: asked, and nobody can answer here.
+    let out = write("other.md", &[]);
+    assert_eq!(json_out(&out)["error"]["source"], "non_interactive_deny");
+    // A deny rule beats --yolo.
+    let out = write("secrets/key.txt", &["--yolo"]);
+    assert_eq!(out.status.code(), Some(1));
+    let e = &json_out(&out)["error"];
+    assert_eq!(e["type"], "permission_denied");
+    assert_eq!(e["source"], "config_deny");
+    assert!(!ws.path().join("secrets/key.txt").exists());
+    // The same rule from the environment.
+    let args = json!({"path": "env/a.md", "content": "x"}).to_string();
+    let out = toolgate(ws.path())
+        .env("TOOLGATE_PERMISSIONS_ALLOW", r#"["write_file(env/**)"]"#)
+        .args(["call", "write_file", &args])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+}
+
+#[test]
+fn a_rule_whose_example_fails_is_a_configuration_error() {
+    let ws = workspace();
+    let config = ws.path().join("bad-rules.toml");
+    std::fs::write(
+        &config,
+        "[permissions]\nallow = [{ rule = \"read_file(src/**)\", match = [\"docs/a.md\"] }]\n",
+    )
+    .unwrap();
+    let out = toolgate(ws.path())
+        .arg("--config")
+        .arg(&config)
+        .arg("tools")
+        .output()
+        .unwrap();
+    assert_usage_error(&out, "does not match its example");
+    std::fs::write(&config, "[permissions]\ndeny = [\"exec_shell(\"]\n").unwrap();
+    let out = toolgate(ws.path())
+        .arg("--config")
+        .arg(&config)
+        .arg("tools")
+        .output()
+        .unwrap();
+    assert_usage_error(&out, "must end with ')'");
+}

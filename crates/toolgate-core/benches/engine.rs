@@ -155,5 +155,36 @@ fn truncation(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, pipeline, batch, parse, truncation);
+fn permission(c: &mut Criterion) {
+    use toolgate_core::permit::{Policy, decide};
+    use toolgate_core::rules::{Layer, LayerSource, Rule};
+    use toolgate_core::tool::PermissionSubject;
+    let mut layer = Layer::new(LayerSource::User);
+    for i in 0..196 {
+        layer
+            .allow
+            .push(Rule::parse(&format!("exec_shell(tool{i} run:*)")).unwrap());
+    }
+    for r in ["exec_shell(git status)", "exec_shell(cargo test:*)", "exec_shell(ls:*)"] {
+        layer.allow.push(Rule::parse(r).unwrap());
+    }
+    layer.deny.push(Rule::parse("exec_shell(rm:*)").unwrap());
+    let policy = Policy {
+        yolo: false,
+        layers: Arc::new(vec![layer]),
+    };
+    let grants = Layer::new(LayerSource::Session);
+    let spec = ToolSpec {
+        subject: PermissionSubject::Command("command".into()),
+        ..ToolSpec::with_annotations(Annotations::UNTRUSTED)
+    };
+    let mut args = Map::new();
+    args.insert("command".into(), json!("git status && cargo test -p core | ls -la"));
+    let call = ToolCall::new("c", "exec_shell", args);
+    c.bench_function("permission/decide_200_rules_3_command_line", |b| {
+        b.iter(|| black_box(decide(black_box(&call), &spec, &policy, &grants)))
+    });
+}
+
+criterion_group!(benches, pipeline, batch, parse, truncation, permission);
 criterion_main!(benches);

@@ -7,11 +7,12 @@ use crate::events::{Event, EventSink, NoEvents};
 use crate::execute::{ExecFailure, ExecPolicy, execute};
 use crate::formats::{self, Answer, CallEcho, Format, ToolResult, ToolView};
 use crate::parse::{self, Malformed};
-use crate::permit::{Answer as Approval, ApprovalRequest, Source, Verdict, decide};
+use crate::permit::{Answer as Approval, ApprovalRequest, Source, Verdict, decide, suggested_rule};
 use crate::registry::{Entry, Registry, provider_safe};
 use crate::result::{json_size, normalize_empty, truncate};
+use crate::rules::Rule;
 use crate::session::Session;
-use crate::tool::{Category, ProgressSink, ToolContext};
+use crate::tool::{Category, ProgressSink, ToolContext, ToolSpec};
 use crate::types::{CallId, ToolCall, ToolName, TurnId};
 use crate::validate::ValidateOptions;
 use serde::Serialize;
@@ -578,12 +579,15 @@ impl Engine {
         };
         // 6. guards (per call): the per-turn cap is checked and counted where the call reaches execution.
         // 7. permission
-        let decision = decide(call, spec, session.policy);
+        let decision = {
+            let grants = session.grants.read().unwrap_or_else(|p| p.into_inner());
+            decide(call, spec, &session.policy, &grants)
+        };
         let (allowed, source, reason) = match decision.verdict {
             Verdict::Allow => (true, decision.source, decision.reason),
             Verdict::Deny => (false, decision.source, decision.reason),
             // 8. pre hooks (none configured yet), then approval
-            Verdict::Ask => self.ask(session, call, spec.subject.argument(), decision.reason).await,
+            Verdict::Ask => self.ask(session, call, spec, decision.reason).await,
         };
         let decision_str = match (allowed, source) {
             (true, _) => "allow",
@@ -762,9 +766,10 @@ impl Engine {
         &self,
         session: &Arc<Session>,
         call: &ToolCall,
-        subject: Option<&str>,
+        spec: &ToolSpec,
         reason: String,
     ) -> (bool, Source, String) {
+        let subject = spec.subject.argument();
         let kill = session.kill_token();
         let request = ApprovalRequest {
             call: call.clone(),
@@ -773,6 +778,7 @@ impl Engine {
                 other => other.to_string(),
             }),
             reason: reason.clone(),
+            suggested_rule: suggested_rule(call.name.as_str(), spec, &call.arguments),
         };
         let timeout = Duration::from_millis(self.config.approval_timeout_ms);
         let answer = tokio::select! {
@@ -790,9 +796,35 @@ impl Engine {
                 format!("nobody approved it within {} ms", timeout.as_millis()),
             ),
             Ok(Approval::ApproveOnce) => (true, Source::UserApproved, "approved once".into()),
-            Ok(Approval::ApproveSession) => (true, Source::UserApprovedSession, "approved for the session".into()),
-            Ok(Approval::ApproveTool) => (true, Source::UserApprovedTool, "tool approved for the session".into()),
-            Ok(Approval::ApproveRule(rule)) => (true, Source::UserApprovedRule, format!("approved by rule {rule}")),
+            Ok(Approval::ApproveSession) => {
+                // Calls like this one: its exact subject, or the tool when it has none.
+                let text = match request.subject.as_deref() {
+                    Some(subject) if !subject.contains([')', '\n']) => format!("{}({subject})", call.name),
+                    _ => call.name.to_string(),
+                };
+                match Rule::parse(&text) {
+                    Ok(rule) => session.grant(rule),
+                    Err(e) => tracing::warn!(error = %e, "could not record the session grant"),
+                }
+                (true, Source::UserApprovedSession, "approved for the session".into())
+            }
+            Ok(Approval::ApproveTool) => {
+                if let Ok(rule) = Rule::parse(call.name.as_str()) {
+                    session.grant(rule);
+                }
+                (true, Source::UserApprovedTool, "tool approved for the session".into())
+            }
+            Ok(Approval::ApproveRule(text)) => match Rule::parse(&text) {
+                Ok(rule) if rule.names_tool(call.name.as_str()) => {
+                    session.grant(rule);
+                    (true, Source::UserApprovedRule, format!("approved by the rule {text}"))
+                }
+                _ => (
+                    false,
+                    Source::UserRejected,
+                    format!("the rule {text:?} does not cover this call"),
+                ),
+            },
             Ok(Approval::Reject(why)) => (
                 false,
                 Source::UserRejected,

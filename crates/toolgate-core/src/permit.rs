@@ -1,10 +1,12 @@
 //! Stage 7: the permission decision (pure), and the `Approver` that answers asks in stage 8.
 
+use crate::rules::{Layer, LayerSource, Rule, Subject, allows};
 use crate::tool::ToolSpec;
 use crate::types::ToolCall;
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use std::sync::Arc;
 
 /// Allow, deny, or ask somebody.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -91,17 +93,41 @@ impl Decision {
     }
 }
 
-/// The session-wide switches `decide` reads.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+/// The session-wide switches and rule layers `decide` reads.
+#[derive(Clone, Debug, Default)]
 pub struct Policy {
     /// `--yolo`: allow what no deny or ask stops.
     pub yolo: bool,
+    /// Rule layers from configuration, in precedence order (project, user, defaults).
+    pub layers: Arc<Vec<Layer>>,
 }
 
-/// Decides a call without prompting anyone. Order: an ask for arguments repaired by completing a
-/// cut-off value (unless read-only); then yolo; then the read-only hint for tools that are
-/// read-only and not open-world; otherwise ask. (Rule layers arrive with the governance work.)
-pub fn decide(call: &ToolCall, spec: &ToolSpec, policy: Policy) -> Decision {
+/// Decides a call without prompting anyone, in DESIGN.md's order: a deny in any layer wins (even
+/// under yolo); then an ask rule in any layer, or arguments repaired by completing a cut-off value
+/// (unless the tool is read-only); then yolo; then an allow (session grants first); then the
+/// read-only hint for tools that are read-only and not open-world; otherwise ask.
+pub fn decide(call: &ToolCall, spec: &ToolSpec, policy: &Policy, grants: &Layer) -> Decision {
+    let tool = call.name.as_str();
+    let subject = Subject::of(&spec.subject, &call.arguments);
+    let layers = std::iter::once(grants).chain(policy.layers.iter());
+    for layer in layers.clone() {
+        if let Some(rule) = layer.deny.iter().find(|r| r.covers_any(tool, &subject)) {
+            let source = match layer.source {
+                LayerSource::Session => Source::SessionPermissionsDeny,
+                _ => Source::ConfigDeny,
+            };
+            return Decision::new(Verdict::Deny, source, format!("the rule {rule} denies it"));
+        }
+    }
+    for layer in layers.clone() {
+        if let Some(rule) = layer.ask.iter().find(|r| r.covers_any(tool, &subject)) {
+            return Decision::new(
+                Verdict::Ask,
+                Source::ConfigAsk,
+                format!("the rule {rule} asks for approval"),
+            );
+        }
+    }
     let read_only = spec.annotations.read_only;
     if !read_only && call.repair.as_ref().is_some_and(|r| r.completed_cut_off) {
         return Decision::new(
@@ -113,6 +139,18 @@ pub fn decide(call: &ToolCall, spec: &ToolSpec, policy: Policy) -> Decision {
     if policy.yolo {
         return Decision::new(Verdict::Allow, Source::Yolo, "--yolo allows every call no rule denies");
     }
+    let session_rules: Vec<&Rule> = grants.allow.iter().collect();
+    if allows(&session_rules, tool, &subject) {
+        return Decision::new(
+            Verdict::Allow,
+            Source::SessionPermissionsAllow,
+            "approved earlier in this session",
+        );
+    }
+    let all_rules: Vec<&Rule> = layers.flat_map(|l| l.allow.iter()).collect();
+    if allows(&all_rules, tool, &subject) {
+        return Decision::new(Verdict::Allow, Source::ConfigAllow, "an allow rule covers it");
+    }
     if read_only && !spec.annotations.open_world {
         return Decision::new(
             Verdict::Allow,
@@ -120,7 +158,49 @@ pub fn decide(call: &ToolCall, spec: &ToolSpec, policy: Policy) -> Decision {
             "the tool is read-only and stays in the workspace",
         );
     }
-    Decision::new(Verdict::Ask, Source::DefaultAsk, "no rule allows it")
+    let reason = match &subject {
+        Subject::Command(a) if a.opaque.is_some() => {
+            format!(
+                "no rule can allow this command line: {}",
+                a.opaque.as_deref().unwrap_or_default()
+            )
+        }
+        _ => "no rule allows it".to_owned(),
+    };
+    Decision::new(Verdict::Ask, Source::DefaultAsk, reason)
+}
+
+/// The rule an approver may grant for the rest of the session instead of this one call: the
+/// command's prefix, the path's directory, the URL's domain.
+pub fn suggested_rule(tool: &str, spec: &ToolSpec, args: &serde_json::Map<String, Value>) -> Option<String> {
+    match Subject::of(&spec.subject, args) {
+        Subject::Command(a) if a.opaque.is_none() && a.commands.len() == 1 && !a.commands[0].wrapper => {
+            let words = &a.commands[0].words;
+            let take = if words
+                .get(1)
+                .is_some_and(|w| !w.starts_with('-') && !w.contains(['/', '.']))
+            {
+                2
+            } else {
+                1
+            };
+            Some(format!("{tool}({}:*)", words[..take.min(words.len())].join(" ")))
+        }
+        Subject::Path(p) => {
+            let dir = p.rsplit_once('/').map_or("", |(d, _)| d);
+            Some(if dir.is_empty() {
+                format!("{tool}(*)")
+            } else {
+                format!("{tool}({dir}/**)")
+            })
+        }
+        Subject::Url(u) => u
+            .split_once("://")
+            .and_then(|(_, rest)| rest.split(['/', '?', '#', ':', '@']).next())
+            .filter(|h| !h.is_empty())
+            .map(|h| format!("{tool}(domain:{h})")),
+        _ => None,
+    }
 }
 
 /// What somebody asked to approve a call sees.
@@ -132,6 +212,8 @@ pub struct ApprovalRequest {
     pub subject: Option<String>,
     /// Why it is asked.
     pub reason: String,
+    /// A rule the approver may grant for the session instead (`exec_shell(git status:*)`).
+    pub suggested_rule: Option<String>,
 }
 
 impl ApprovalRequest {
@@ -224,7 +306,11 @@ mod tests {
             (&ro_open, false, true, Verdict::Allow, Source::Yolo),
         ];
         for (spec, repaired, yolo, verdict, source) in cases {
-            let d = decide(&call(repaired), spec, Policy { yolo });
+            let policy = Policy {
+                yolo,
+                ..Policy::default()
+            };
+            let d = decide(&call(repaired), spec, &policy, &Layer::new(LayerSource::Session));
             assert_eq!(
                 (d.verdict, d.source),
                 (verdict, source),

@@ -5,6 +5,7 @@ use crate::config::EngineConfig;
 use crate::guard::LoopDetector;
 use crate::permit::{Approver, DenyAll, Policy};
 use crate::result::{MemoryResults, ResultStore};
+use crate::rules::{Layer, LayerSource, Rule};
 use crate::types::{Principal, SessionId};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
@@ -48,6 +49,8 @@ pub struct Session {
     pub(crate) approver: Arc<dyn Approver>,
     pub(crate) results: Arc<dyn ResultStore>,
     pub(crate) policy: Policy,
+    /// Rules granted by approvals during this session.
+    pub(crate) grants: std::sync::RwLock<Layer>,
     kill: Mutex<CancellationToken>,
     stop: AtomicBool,
     pub(crate) loop_detector: Mutex<LoopDetector>,
@@ -72,6 +75,7 @@ impl Session {
                 ))
             }),
             policy: options.policy,
+            grants: std::sync::RwLock::new(Layer::new(LayerSource::Session)),
             kill: Mutex::new(CancellationToken::new()),
             stop: AtomicBool::new(false),
             loop_detector: Mutex::new(LoopDetector::new(
@@ -96,6 +100,11 @@ impl Session {
     /// Where full results are kept.
     pub fn results(&self) -> &Arc<dyn ResultStore> {
         &self.results
+    }
+
+    /// Grants a rule for the rest of the session (an approval answer).
+    pub fn grant(&self, rule: Rule) {
+        self.grants.write().unwrap_or_else(|p| p.into_inner()).allow.push(rule);
     }
 
     /// Stop: no new call starts; calls in flight finish.

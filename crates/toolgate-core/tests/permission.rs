@@ -72,7 +72,10 @@ async fn yes_approves_once_and_yolo_allows() {
         vec![echo("change", writer())],
         EngineConfig::default(),
         Arc::new(DenyAll),
-        Policy { yolo: true },
+        Policy {
+            yolo: true,
+            ..Policy::default()
+        },
     );
     h.engine
         .run_turn(
@@ -111,7 +114,10 @@ async fn arguments_completed_from_a_cut_off_value_are_asked_even_under_yolo() {
         vec![echo("change", writer())],
         EngineConfig::default(),
         Arc::new(DenyAll),
-        Policy { yolo: true },
+        Policy {
+            yolo: true,
+            ..Policy::default()
+        },
     );
     let turn = h
         .engine
