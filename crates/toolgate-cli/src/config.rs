@@ -65,11 +65,49 @@ pub fn user_file() -> Option<PathBuf> {
     Some(base.join("toolgate").join("toolgate.toml"))
 }
 
-/// Loads and merges the configuration.
-pub fn load(explicit: Option<&Path>) -> Result<Config> {
+/// The configuration in force, and what an untrusted project file may still say.
+#[derive(Debug)]
+pub struct Loaded {
+    /// The user file, a trusted project file and `--config`, merged, then the environment.
+    pub config: Config,
+    /// The deny and ask rules of an untrusted project file (its only parts that apply).
+    pub untrusted_project: Option<Permissions>,
+}
+
+/// Loads and merges the configuration: the user file, the workspace's project file (in full when
+/// trusted, else only its deny and ask rules, with one warning), `--config FILE` (trusted: it was
+/// named), then `TOOLGATE_<SECTION>_<KEY>` variables.
+pub fn load(explicit: Option<&Path>, workspace: &Path) -> Result<Loaded> {
     let mut merged = toml::Table::new();
     if let Some(user) = user_file().filter(|p| p.is_file()) {
         merge(&mut merged, read_file(&user)?);
+    }
+    let mut untrusted_project = None;
+    let project = workspace.join(crate::trust::PROJECT_FILE);
+    let named = explicit.and_then(|p| std::fs::canonicalize(p).ok());
+    if project.is_file() && std::fs::canonicalize(&project).ok() != named {
+        let table = read_file(&project)?;
+        let bytes = std::fs::read(&project).with_context(|| format!("cannot read {}", project.display()))?;
+        if crate::trust::is_trusted(workspace, &bytes) {
+            merge(&mut merged, table);
+        } else {
+            let full: Config = toml::Value::Table(table.clone())
+                .try_into()
+                .map_err(|e: toml::de::Error| anyhow!("{}: {}", project.display(), one_line(&e.to_string())))?;
+            let ignored = ignored_parts(&table, &full.permissions);
+            if !ignored.is_empty() {
+                eprintln!(
+                    "toolgate: warning: {} is not trusted, so its {} are ignored (only its deny and ask rules apply); run `toolgate trust` to trust it",
+                    project.display(),
+                    ignored.join(", ")
+                );
+            }
+            untrusted_project = Some(Permissions {
+                deny: full.permissions.deny,
+                ask: full.permissions.ask,
+                ..Permissions::default()
+            });
+        }
     }
     if let Some(path) = explicit {
         if !path.is_file() {
@@ -85,7 +123,31 @@ pub fn load(explicit: Option<&Path>) -> Result<Config> {
         .engine
         .check()
         .map_err(|e| anyhow!("invalid configuration: {e}"))?;
-    Ok(config)
+    Ok(Loaded {
+        config,
+        untrusted_project,
+    })
+}
+
+/// What an untrusted project file says that will not apply.
+fn ignored_parts(table: &toml::Table, permissions: &Permissions) -> Vec<&'static str> {
+    let mut parts = Vec::new();
+    if !permissions.allow.is_empty() {
+        parts.push("allow rules");
+    }
+    if permissions.yolo {
+        parts.push("yolo");
+    }
+    for (section, name) in [
+        ("hooks", "hooks"),
+        ("mcp_servers", "MCP servers"),
+        ("engine", "engine settings"),
+    ] {
+        if table.contains_key(section) {
+            parts.push(name);
+        }
+    }
+    parts
 }
 
 fn read_file(path: &Path) -> Result<toml::Table> {

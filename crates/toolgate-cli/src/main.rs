@@ -1,6 +1,7 @@
 //! `toolgate`: the command line of toolgate's engine.
 
 mod config;
+mod trust;
 
 use anyhow::{Context, Result, anyhow, bail};
 use clap::{Parser, Subcommand};
@@ -60,6 +61,11 @@ enum Command {
         /// The arguments, a JSON object (default `{}`).
         args: Option<String>,
     },
+    /// Trusts the project file (`toolgate.toml`) of a workspace, as it is now.
+    Trust {
+        /// The workspace (default: --workspace, or the working directory).
+        dir: Option<PathBuf>,
+    },
     /// Reads a model answer on stdin, runs its calls, and prints the messages to append.
     Exec {
         /// openai, responses, anthropic, gemini or text (default: detected from the answer).
@@ -112,21 +118,34 @@ fn one_line(s: &str) -> String {
 }
 
 async fn run(cli: Cli) -> Result<ExitCode> {
-    let config = config::load(cli.config.as_deref())?;
     let workspace = match &cli.workspace {
         Some(w) => w.clone(),
         None => std::env::current_dir().context("cannot read the working directory")?,
     };
+    if let Command::Trust { dir } = &cli.command {
+        let dir = dir.clone().unwrap_or(workspace);
+        let (file, sum) = trust::trust(&dir)?;
+        println!("trusted {} (sha256 {sum})", file.display());
+        return Ok(ExitCode::SUCCESS);
+    }
     if !workspace.is_dir() {
         bail!("the workspace {} is not a directory", workspace.display());
     }
+    let config::Loaded {
+        config,
+        untrusted_project,
+    } = config::load(cli.config.as_deref(), &workspace)?;
     let mut registry = Registry::new();
     for tool in toolgate_tools::builtin_tools() {
         registry.register(tool);
     }
     let subject_of = |name: &str| registry.get(name).map(|e| e.tool().spec().subject.clone());
-    // The named file and the user file are both trusted: one layer of configured rules.
-    let layer = config.permissions.layer(LayerSource::User, &subject_of)?;
+    // Trusted files (user, trusted project, --config) merge into one layer; an untrusted project
+    // file contributes only its deny and ask rules.
+    let mut layers = vec![config.permissions.layer(LayerSource::User, &subject_of)?];
+    if let Some(project) = &untrusted_project {
+        layers.insert(0, project.layer(LayerSource::Project, &subject_of)?);
+    }
     let engine = Arc::new(Engine::new(registry, config.engine));
     let approver: Arc<dyn Approver> = if cli.yes {
         Arc::new(ApproveAll)
@@ -141,7 +160,7 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             approver,
             policy: Policy {
                 yolo: cli.yolo || config.permissions.yolo,
-                layers: Arc::new(vec![layer]),
+                layers: Arc::new(layers),
             },
             ..SessionOptions::default()
         },
@@ -157,6 +176,7 @@ async fn run(cli: Cli) -> Result<ExitCode> {
         }
         Command::Call { tool, args } => call(&engine, &session, tool, args.as_deref()).await,
         Command::Exec { format } => exec(&engine, &session, format).await,
+        Command::Trust { .. } => Ok(ExitCode::SUCCESS),
     }
 }
 

@@ -10,6 +10,7 @@ fn toolgate(workspace: &Path) -> Command {
     cmd.arg("--workspace").arg(workspace);
     // Isolated from the developer's own configuration.
     cmd.env("XDG_CONFIG_HOME", workspace.join(".no-config"));
+    cmd.env("XDG_DATA_HOME", workspace.join(".data"));
     cmd.env_remove("RUST_LOG");
     cmd
 }
@@ -413,4 +414,73 @@ fn a_rule_whose_example_fails_is_a_configuration_error() {
         .output()
         .unwrap();
     assert_usage_error(&out, "must end with ')'");
+}
+
+#[test]
+fn an_untrusted_project_file_only_denies_and_asks_until_trusted() {
+    let ws = workspace();
+    let project = ws.path().join("toolgate.toml");
+    std::fs::write(
+        &project,
+        "[permissions]\nallow = [\"write_file\"]\ndeny = [\"write_file(locked/**)\"]\nyolo = true\n",
+    )
+    .unwrap();
+    let write = |path: &str| {
+        let args = json!({"path": path, "content": "x"}).to_string();
+        toolgate(ws.path())
+            .args(["call", "write_file", &args])
+            .output()
+            .unwrap()
+    };
+    // Untrusted: its allow rule and yolo do nothing, with one warning naming `toolgate trust`.
+    let out = write("free.txt");
+    assert_eq!(json_out(&out)["error"]["source"], "non_interactive_deny");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(stderr.matches("toolgate trust").count(), 1, "{stderr}");
+    assert!(stderr.contains("allow rules") && stderr.contains("yolo"), "{stderr}");
+    // Its deny rule applies, even to --yes.
+    let args = json!({"path": "locked/a.txt", "content": "x"}).to_string();
+    let out = toolgate(ws.path())
+        .args(["--yes", "call", "write_file", &args])
+        .output()
+        .unwrap();
+    assert_eq!(json_out(&out)["error"]["source"], "config_deny");
+
+    // `toolgate trust` lifts it.
+    let out = toolgate(ws.path()).arg("trust").output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = write("free.txt");
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stdout));
+    assert!(!String::from_utf8_lossy(&out.stderr).contains("toolgate trust"));
+    assert_eq!(
+        json_out(&write("locked/b.txt"))["error"]["source"],
+        "config_deny",
+        "deny still wins over yolo"
+    );
+
+    // Editing the file untrusts it.
+    std::fs::write(&project, "[permissions]\nallow = [\"write_file\", \"edit_file\"]\n").unwrap();
+    let out = write("again.txt");
+    assert_eq!(json_out(&out)["error"]["source"], "non_interactive_deny");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("toolgate trust"));
+
+    // Naming it with --config trusts it.
+    let args = json!({"path": "named.txt", "content": "x"}).to_string();
+    let out = toolgate(ws.path())
+        .arg("--config")
+        .arg(&project)
+        .args(["call", "write_file", &args])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+}
+
+#[test]
+fn trust_refuses_a_missing_or_broken_file() {
+    let ws = workspace();
+    let out = toolgate(ws.path()).arg("trust").output().unwrap();
+    assert_usage_error(&out, "there is no");
+    std::fs::write(ws.path().join("toolgate.toml"), "[permissions]\nallow = 3\n").unwrap();
+    let out = toolgate(ws.path()).arg("trust").output().unwrap();
+    assert_usage_error(&out, "not a valid configuration");
 }
