@@ -1,5 +1,6 @@
 //! `toolgate`: the command line of toolgate's engine.
 
+mod approve;
 mod config;
 mod trust;
 
@@ -10,7 +11,7 @@ use std::io::{IsTerminal, Read, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
-use toolgate_core::permit::{ApproveAll, Approver, DenyAll, Policy};
+use toolgate_core::permit::{ApproveAll, Approver, Policy};
 use toolgate_core::rules::LayerSource;
 use toolgate_core::{
     Answer, CallId, Engine, Format, Outcome, Registry, Session, SessionId, SessionOptions, ToolCall, TurnOptions,
@@ -147,10 +148,11 @@ async fn run(cli: Cli) -> Result<ExitCode> {
         layers.insert(0, project.layer(LayerSource::Project, &subject_of)?);
     }
     let engine = Arc::new(Engine::new(registry, config.engine));
+    // --yes answers every ask; otherwise the person at the terminal does (or nobody, at once).
     let approver: Arc<dyn Approver> = if cli.yes {
         Arc::new(ApproveAll)
     } else {
-        Arc::new(DenyAll)
+        Arc::new(approve::TerminalApprover)
     };
     let session = Arc::new(Session::new(
         engine.config(),

@@ -269,6 +269,49 @@ impl Approver for DenyAll {
     }
 }
 
+/// An ask waiting for the embedding program's answer.
+#[derive(Debug)]
+pub struct PendingApproval {
+    /// What is asked.
+    pub request: ApprovalRequest,
+    reply: tokio::sync::oneshot::Sender<Answer>,
+}
+
+impl PendingApproval {
+    /// Answers the ask (a no-op when the call no longer waits: killed or timed out).
+    pub fn answer(self, answer: Answer) {
+        let _ = self.reply.send(answer);
+    }
+}
+
+/// For library users: every ask arrives on a channel as a [`PendingApproval`] to answer. When
+/// the receiver is gone, or drops an ask unanswered, the ask is refused (`non_interactive_deny`).
+#[derive(Clone, Debug)]
+pub struct ChannelApprover(tokio::sync::mpsc::Sender<PendingApproval>);
+
+impl ChannelApprover {
+    /// An approver and the receiver its asks arrive on (at most `capacity` waiting).
+    pub fn new(capacity: usize) -> (Self, tokio::sync::mpsc::Receiver<PendingApproval>) {
+        let (tx, rx) = tokio::sync::mpsc::channel(capacity.max(1));
+        (Self(tx), rx)
+    }
+}
+
+#[async_trait]
+impl Approver for ChannelApprover {
+    async fn approve(&self, request: &ApprovalRequest) -> Answer {
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        let pending = PendingApproval {
+            request: request.clone(),
+            reply,
+        };
+        if self.0.send(pending).await.is_err() {
+            return Answer::Unavailable;
+        }
+        answer.await.unwrap_or(Answer::Unavailable)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

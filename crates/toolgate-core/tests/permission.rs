@@ -194,3 +194,41 @@ async fn a_kill_cancels_a_pending_approval() {
     assert_eq!(turn.status, TurnStatus::Aborted(AbortReason::StoppedByUser));
     assert_eq!(verdicts(drain(&mut h.events)), [("canceled", "context_canceled")]);
 }
+
+#[tokio::test]
+async fn a_library_answers_asks_through_a_channel() {
+    use toolgate_core::permit::ChannelApprover;
+    let (approver, mut asks) = ChannelApprover::new(4);
+    let h = harness_with(
+        vec![echo("change", writer())],
+        EngineConfig::default(),
+        Arc::new(approver),
+        Policy::default(),
+    );
+    let answering = tokio::spawn(async move {
+        let first = asks.recv().await.unwrap();
+        assert_eq!(first.request.call.name.as_str(), "change");
+        first.answer(Answer::ApproveOnce);
+        let second = asks.recv().await.unwrap();
+        second.answer(Answer::Reject(Some("enough".into())));
+        // The third ask is dropped unanswered: refused.
+        drop(asks.recv().await.unwrap());
+    });
+    let mut types = Vec::new();
+    for i in 0..3 {
+        let turn = h
+            .engine
+            .run_turn(
+                &h.session,
+                &openai_answer(&[(&format!("c{i}"), "change", &format!("{{\"i\": {i}}}"))]),
+                TurnOptions::default(),
+            )
+            .await;
+        types.push(error_type(&turn.outcomes[0]));
+    }
+    answering.await.unwrap();
+    assert_eq!(
+        types,
+        [None, Some("rejected_by_user".into()), Some("permission_denied".into())]
+    );
+}
