@@ -6,8 +6,9 @@ use crate::error::{CallError, ErrorKind};
 use crate::events::{Event, EventSink, NoEvents};
 use crate::execute::{ExecFailure, ExecPolicy, execute};
 use crate::formats::{self, Answer, CallEcho, Format, ToolResult, ToolView};
+use crate::hooks::{self, Hook, HookDecision, HookEvent};
 use crate::parse::{self, Malformed};
-use crate::permit::{Answer as Approval, ApprovalRequest, Source, Verdict, decide, suggested_rule};
+use crate::permit::{Answer as Approval, ApprovalRequest, Decision, Source, Verdict, decide, suggested_rule};
 use crate::registry::{Entry, Registry, provider_safe};
 use crate::result::{json_size, normalize_empty, truncate};
 use crate::rules::Rule;
@@ -133,6 +134,8 @@ pub struct TurnOutcome {
     pub status: TurnStatus,
     /// The context a `Restart` asked for.
     pub restart_context: Option<Value>,
+    /// The message of a post hook that stopped the run.
+    pub stop_message: Option<String>,
 }
 
 impl TurnOutcome {
@@ -157,6 +160,8 @@ pub struct TurnState {
     iteration: u32,
     allowlist: Option<HashSet<ToolName>>,
     executed: Mutex<HashMap<ToolName, u32>>,
+    /// Set when a post hook stopped the run: calls not yet started are not run.
+    stopped: Mutex<Option<String>>,
 }
 
 impl TurnState {
@@ -167,7 +172,19 @@ impl TurnState {
             iteration: options.iteration,
             allowlist: options.allowlist.map(|a| a.into_iter().collect()),
             executed: Mutex::new(HashMap::new()),
+            stopped: Mutex::new(None),
         }
+    }
+
+    fn stop(&self, message: String) {
+        self.stopped
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get_or_insert(message);
+    }
+
+    fn stop_message(&self) -> Option<String> {
+        self.stopped.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
     fn exposes(&self, name: &ToolName) -> bool {
@@ -180,6 +197,7 @@ pub struct Engine {
     registry: Arc<Registry>,
     config: EngineConfig,
     events: Arc<dyn EventSink>,
+    hooks: Vec<Arc<dyn Hook>>,
 }
 
 impl Engine {
@@ -189,6 +207,32 @@ impl Engine {
             registry: Arc::new(registry),
             config,
             events: Arc::new(NoEvents),
+            hooks: Vec::new(),
+        }
+    }
+
+    /// Runs these PreToolUse / PostToolUse hooks, in this order, for the tools they match.
+    pub fn with_hooks(mut self, hooks: Vec<Arc<dyn Hook>>) -> Self {
+        self.hooks = hooks;
+        self
+    }
+
+    fn hook_event(
+        &self,
+        session: &Session,
+        call: &ToolCall,
+        name: &str,
+        event: &'static str,
+        response: Option<Value>,
+    ) -> HookEvent {
+        HookEvent {
+            session_id: session.id.to_string(),
+            hook_event_name: event,
+            tool_name: name.to_owned(),
+            tool_input: call.arguments_value(),
+            tool_use_id: call.id.to_string(),
+            cwd: session.workspace.display().to_string(),
+            tool_response: response,
         }
     }
 
@@ -252,6 +296,7 @@ impl Engine {
                 outcomes: Vec::new(),
                 status: TurnStatus::FinalAnswer,
                 restart_context: None,
+                stop_message: None,
             };
         }
         let outcomes = self.run_parsed(session, &turn, parsed).await;
@@ -272,6 +317,7 @@ impl Engine {
             outcomes,
             status,
             restart_context,
+            stop_message: turn.stop_message(),
         }
     }
 
@@ -500,6 +546,20 @@ impl Engine {
             self.finish(&call, &outcome, &stats);
             return outcome;
         }
+        if let Some(message) = turn.stop_message() {
+            let error = CallError::new(
+                ErrorKind::Canceled,
+                format!("The call was not run because a hook stopped the run: {message}"),
+            );
+            let outcome = self.abort_with(
+                AbortReason::PostHookStop,
+                &call.id,
+                &self.provider_name(&call.name),
+                error,
+            );
+            self.finish(&call, &outcome, &stats);
+            return outcome;
+        }
         // 3. lookup
         let Some(entry) = self.registry.get(call.name.as_str()) else {
             let candidates = self
@@ -579,14 +639,65 @@ impl Engine {
         };
         // 6. guards (per call): the per-turn cap is checked and counted where the call reaches execution.
         // 7. permission
-        let decision = {
+        let decide_now = |call: &ToolCall| {
             let grants = session.grants.read().unwrap_or_else(|p| p.into_inner());
             decide(call, spec, &session.policy, &grants)
         };
+        let mut decision = decide_now(call);
+        let mut call = call.clone();
+        let mut context: Vec<String> = Vec::new();
+        // 8. pre hooks (a rule's deny stands: hooks do not run), then approval
+        if decision.verdict != Verdict::Deny && !self.hooks.is_empty() {
+            let event = self.hook_event(session, &call, name, "PreToolUse", None);
+            let merged = hooks::run_pre(&self.hooks, &event).await;
+            context = merged.additional_context;
+            if let Some(input) = merged.updated_input {
+                // Rewritten input is validated against this turn's schema, then decided again.
+                let mut rewritten = Value::Object(input);
+                if let Err(mut error) = compiled.check(&mut rewritten, ValidateOptions::default()) {
+                    error.message = format!(
+                        "A PreToolUse hook rewrote the arguments, and the result is invalid: {}",
+                        error.message
+                    );
+                    return fail(error);
+                }
+                if let Value::Object(m) = rewritten {
+                    call.arguments = m;
+                }
+                args = call.arguments_value();
+                decision = decide_now(&call);
+            }
+            match merged.decision {
+                Some((HookDecision::Deny, reason)) if decision.verdict != Verdict::Deny => {
+                    decision = Decision {
+                        verdict: Verdict::Deny,
+                        reason,
+                        source: Source::PreToolUseHookDeny,
+                    };
+                }
+                Some((HookDecision::Ask, reason)) if decision.verdict == Verdict::Allow => {
+                    decision = Decision {
+                        verdict: Verdict::Ask,
+                        reason,
+                        source: Source::PreToolUseHookAsk,
+                    };
+                }
+                Some((HookDecision::Allow, reason))
+                    if decision.verdict == Verdict::Ask && decision.source == Source::DefaultAsk =>
+                {
+                    decision = Decision {
+                        verdict: Verdict::Allow,
+                        reason,
+                        source: Source::PreToolUseHookAllow,
+                    };
+                }
+                _ => {}
+            }
+        }
+        let call = &call;
         let (allowed, source, reason) = match decision.verdict {
             Verdict::Allow => (true, decision.source, decision.reason),
             Verdict::Deny => (false, decision.source, decision.reason),
-            // 8. pre hooks (none configured yet), then approval
             Verdict::Ask => self.ask(session, call, spec, decision.reason).await,
         };
         let decision_str = match (allowed, source) {
@@ -601,6 +712,10 @@ impl Engine {
             source: source.as_str(),
             reason: reason.clone(),
         });
+        for hook in self.hooks.iter().filter(|h| h.matches(name)) {
+            hook.on_tool_approval_decision(call.id.as_str(), name, decision_str, source.as_str())
+                .await;
+        }
         tracing::debug!(call_id = %call.id, decision = decision_str, source = source.as_str(), "permission verdict");
         if !allowed {
             return match source {
@@ -609,6 +724,10 @@ impl Engine {
                     &call.id,
                     name,
                     CallError::new(ErrorKind::Canceled, "The call was canceled by the user before it ran."),
+                ),
+                Source::PreToolUseHookDeny => fail(
+                    CallError::new(ErrorKind::HookDenied, format!("A hook refused this call: {reason}"))
+                        .with("source", source.as_str()),
                 ),
                 Source::UserRejected => fail(
                     CallError::new(ErrorKind::RejectedByUser, format!("The user rejected this call: {reason}")).with("source", source.as_str()),
@@ -744,17 +863,40 @@ impl Engine {
         } else {
             content
         };
-        // 12. post hooks (none configured yet)
+        // 12. post hooks
+        let mut content = content;
+        let mut stop = None;
+        if !self.hooks.is_empty() {
+            let event = self.hook_event(session, call, name, "PostToolUse", Some(content.clone()));
+            let merged = hooks::run_post(&self.hooks, &event).await;
+            if let Some(replacement) = merged.replacement {
+                content = truncate(&normalize_empty(replacement), budget, None).value;
+            }
+            context.extend(merged.additional_context);
+            stop = merged.stop;
+        }
+        if !context.is_empty() {
+            content = with_context(content, context.join("\n"));
+        }
         // 13. record
         session.consecutive_errors.store(0, Ordering::SeqCst);
+        let entry = ToolResult {
+            call_id: call.id.clone(),
+            name: name.to_owned(),
+            content,
+            is_error: false,
+            error_kind: None,
+        };
+        if let Some(message) = stop {
+            // The rest of the batch gets synthetic results; the loop ends with the hook's message.
+            turn.stop(message);
+            return Outcome::Abort {
+                reason: AbortReason::PostHookStop,
+                entry,
+            };
+        }
         Outcome::Recorded {
-            entry: ToolResult {
-                call_id: call.id.clone(),
-                name: name.to_owned(),
-                content,
-                is_error: false,
-                error_kind: None,
-            },
+            entry,
             success: true,
             end_turn: spec.category == Category::Terminal || output.end_turn,
         }
@@ -946,6 +1088,17 @@ fn error_entry(id: &CallId, name: &str, error: &CallError) -> ToolResult {
         content: error.to_json(),
         is_error: true,
         error_kind: Some(error.kind),
+    }
+}
+
+/// Adds hook context to a result: beside the keys of an object, or around anything else.
+fn with_context(content: Value, context: String) -> Value {
+    match content {
+        Value::Object(mut map) => {
+            map.insert("additional_context".into(), Value::String(context));
+            Value::Object(map)
+        }
+        other => serde_json::json!({"result": other, "additional_context": context}),
     }
 }
 

@@ -51,6 +51,7 @@ pub mod execute;
 pub mod formats;
 pub mod guard;
 pub mod history;
+pub mod hooks;
 pub mod lenient;
 pub mod parse;
 pub mod permit;
