@@ -16,6 +16,18 @@ pub struct Config {
     pub engine: EngineConfig,
     /// `[permissions]`: allow, ask and deny rules, and yolo.
     pub permissions: Permissions,
+    /// `[[hooks.pre_tool_use]]`, `[[hooks.post_tool_use]]`.
+    pub hooks: crate::hooks::HooksConfig,
+    /// `[approval]`.
+    pub approval: Approval,
+}
+
+/// `[approval]`.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Approval {
+    /// How long an ask waits for an answer, in milliseconds (default: the engine's 120000).
+    pub timeout_ms: Option<u64>,
 }
 
 /// `[permissions]`.
@@ -54,7 +66,7 @@ impl Permissions {
 }
 
 /// Sections whose scalar keys environment variables may set.
-const ENV_SECTIONS: &[&str] = &["engine", "permissions"];
+const ENV_SECTIONS: &[&str] = &["engine", "permissions", "approval"];
 
 /// The user file: `$XDG_CONFIG_HOME/toolgate/toolgate.toml` or `~/.config/toolgate/toolgate.toml`.
 pub fn user_file() -> Option<PathBuf> {
@@ -153,9 +165,39 @@ fn ignored_parts(table: &toml::Table, permissions: &Permissions) -> Vec<&'static
 fn read_file(path: &Path) -> Result<toml::Table> {
     let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
     // Checked alone first, so the error carries this file's line.
-    toml::from_str::<Config>(&text).map_err(|e| anyhow!("{}: {}", path.display(), describe(&e, &text)))?;
+    let config = toml::from_str::<Config>(&text).map_err(|e| anyhow!("{}: {}", path.display(), describe(&e, &text)))?;
+    let hooks = config.hooks.pre_tool_use.iter().chain(&config.hooks.post_tool_use);
+    let spans = toml::from_str::<MatcherSpans>(&text).unwrap_or_default();
+    let spans = spans.hooks.pre_tool_use.iter().chain(&spans.hooks.post_tool_use);
+    for (hook, span) in hooks.zip(spans) {
+        if let Err(e) = hook.regex() {
+            let start = span.matcher.as_ref().map_or(0, |m| m.span().start);
+            let line = text[..start.min(text.len())].matches('\n').count() + 1;
+            bail!("{}: line {line}: {e}", path.display());
+        }
+    }
     text.parse::<toml::Table>()
         .map_err(|e| anyhow!("{}: {}", path.display(), one_line(&e.to_string())))
+}
+
+/// Where each hook's matcher stands in a file, for error lines.
+#[derive(Default, Deserialize)]
+struct MatcherSpans {
+    #[serde(default)]
+    hooks: HookSpans,
+}
+
+#[derive(Default, Deserialize)]
+struct HookSpans {
+    #[serde(default)]
+    pre_tool_use: Vec<MatcherSpan>,
+    #[serde(default)]
+    post_tool_use: Vec<MatcherSpan>,
+}
+
+#[derive(Default, Deserialize)]
+struct MatcherSpan {
+    matcher: Option<toml::Spanned<String>>,
 }
 
 fn describe(e: &toml::de::Error, text: &str) -> String {

@@ -2,6 +2,7 @@
 
 mod approve;
 mod config;
+mod hooks;
 mod trust;
 
 use anyhow::{Context, Result, anyhow, bail};
@@ -147,7 +148,12 @@ async fn run(cli: Cli) -> Result<ExitCode> {
     if let Some(project) = &untrusted_project {
         layers.insert(0, project.layer(LayerSource::Project, &subject_of)?);
     }
-    let engine = Arc::new(Engine::new(registry, config.engine));
+    let hooks = hooks::build(&config.hooks).map_err(|e| anyhow!("invalid configuration: {e}"))?;
+    let mut engine_config = config.engine;
+    if let Some(ms) = config.approval.timeout_ms {
+        engine_config.approval_timeout_ms = ms;
+    }
+    let engine = Arc::new(Engine::new(registry, engine_config).with_hooks(hooks));
     // --yes answers every ask; otherwise the person at the terminal does (or nobody, at once).
     let approver: Arc<dyn Approver> = if cli.yes {
         Arc::new(ApproveAll)
