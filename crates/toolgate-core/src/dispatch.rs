@@ -13,6 +13,7 @@ use crate::registry::{Entry, Registry, provider_safe};
 use crate::result::{json_size, normalize_empty, truncate};
 use crate::rules::Rule;
 use crate::session::Session;
+use crate::store::JournalRow;
 use crate::tool::{Category, ProgressSink, ToolContext, ToolSpec};
 use crate::types::{CallId, ToolCall, ToolName, TurnId};
 use crate::validate::ValidateOptions;
@@ -578,6 +579,23 @@ impl Engine {
             return outcome;
         };
         let outcome = self.pipeline_known(session, turn, &call, entry, &mut stats).await;
+        if let Some(mut row) = stats.journal.take() {
+            row.state = match &outcome {
+                Outcome::Recorded { success: true, .. } | Outcome::Restart { .. } => "success".to_owned(),
+                other => other
+                    .entry()
+                    .and_then(|e| e.error_kind)
+                    .map_or("failed", ErrorKind::as_str)
+                    .to_owned(),
+            };
+            row.may_have_run = row.state == "canceled" && stats.attempts > 0;
+            row.attempts = stats.attempts;
+            row.waiting_ms = stats.waiting.as_millis() as u64;
+            row.running_ms = stats.running.as_millis() as u64;
+            if let Err(e) = session.store.journal_finish(&row).await {
+                tracing::error!(error = %e, call_id = %call.id, "could not close the journal row");
+            }
+        }
         self.finish(&call, &outcome, &stats);
         outcome
     }
@@ -767,6 +785,48 @@ impl Engine {
             }
             *n += 1;
         }
+        // The journal row: committed before a tool that is not read-only runs, and a call id
+        // the journal already holds is never run a second time.
+        let row = JournalRow {
+            session_id: session.id.to_string(),
+            call_id: call.id.to_string(),
+            turn_id: turn.id.to_string(),
+            tool: entry.name().to_string(),
+            arguments_hash: format!("{:016x}", crate::guard::canonical_hash(&args)),
+            repaired: call.repair.is_some(),
+            state: "started".into(),
+            decision: Some(decision_str.into()),
+            source: Some(source.as_str().into()),
+            started_at: Some(std::time::SystemTime::now()),
+            ..JournalRow::default()
+        };
+        if !spec.annotations.read_only {
+            match session.store.journal_contains(&session.id, &call.id).await {
+                Ok(false) => {}
+                Ok(true) => {
+                    return fail(CallError::new(
+                        ErrorKind::ExecutionFailed,
+                        format!(
+                            "The call id {} already ran in this session; a call is never run twice. Issue a new call.",
+                            call.id
+                        ),
+                    ));
+                }
+                Err(e) => {
+                    return fail(CallError::new(
+                        ErrorKind::ExecutionFailed,
+                        format!("The call was not run: {e}."),
+                    ));
+                }
+            }
+            if let Err(e) = session.store.journal_begin(&row).await {
+                return fail(CallError::new(
+                    ErrorKind::ExecutionFailed,
+                    format!("The call was not run: {e}."),
+                ));
+            }
+        }
+        stats.journal = Some(row);
         // 9. cache (no cacheable tool is configured yet: every call executes)
         // 10. execute
         let kill = session.kill_token();
@@ -945,20 +1005,20 @@ impl Engine {
                     _ => call.name.to_string(),
                 };
                 match Rule::parse(&text) {
-                    Ok(rule) => session.grant(rule),
+                    Ok(rule) => session.grant(rule).await,
                     Err(e) => tracing::warn!(error = %e, "could not record the session grant"),
                 }
                 (true, Source::UserApprovedSession, "approved for the session".into())
             }
             Ok(Approval::ApproveTool) => {
                 if let Ok(rule) = Rule::parse(call.name.as_str()) {
-                    session.grant(rule);
+                    session.grant(rule).await;
                 }
                 (true, Source::UserApprovedTool, "tool approved for the session".into())
             }
             Ok(Approval::ApproveRule(text)) => match Rule::parse(&text) {
                 Ok(rule) if rule.names_tool(call.name.as_str()) => {
-                    session.grant(rule);
+                    session.grant(rule).await;
                     (true, Source::UserApprovedRule, format!("approved by the rule {text}"))
                 }
                 _ => (
@@ -1053,13 +1113,15 @@ impl Engine {
     }
 }
 
-#[derive(Clone, Copy)]
+#[derive(Clone)]
 struct Stats {
     queued: Instant,
     waiting: Duration,
     running: Duration,
     attempts: u32,
     truncated: bool,
+    /// The journal row, once the call passed the guards.
+    journal: Option<JournalRow>,
 }
 
 impl Default for Stats {
@@ -1070,6 +1132,7 @@ impl Default for Stats {
             running: Duration::ZERO,
             attempts: 0,
             truncated: false,
+            journal: None,
         }
     }
 }

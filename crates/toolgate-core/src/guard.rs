@@ -57,6 +57,13 @@ impl LoopDetector {
     }
 }
 
+/// A hash of a value with object keys in sorted order (reordered keys hash the same).
+pub fn canonical_hash(v: &Value) -> u64 {
+    let mut h = DefaultHasher::new();
+    hash_canonical(v, &mut h);
+    h.finish()
+}
+
 /// Hashes a value with object keys in sorted order, so reordered keys hash the same.
 fn hash_canonical(v: &Value, h: &mut impl Hasher) {
     match v {

@@ -60,6 +60,7 @@ pub mod result;
 pub mod rules;
 pub mod session;
 pub mod shell;
+pub mod store;
 pub mod tool;
 pub mod types;
 pub mod validate;

@@ -6,6 +6,7 @@ use crate::guard::LoopDetector;
 use crate::permit::{Approver, DenyAll, Policy};
 use crate::result::{MemoryResults, ResultStore};
 use crate::rules::{Layer, LayerSource, Rule};
+use crate::store::{MemoryStore, Store, StoreError};
 use crate::types::{Principal, SessionId};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
@@ -22,8 +23,8 @@ pub struct SessionOptions {
     pub workspace: PathBuf,
     /// Who answers asks (default: nobody — asks are refused as `non_interactive_deny`).
     pub approver: Arc<dyn Approver>,
-    /// Where full results are kept (default: in memory, bounded by the engine config).
-    pub results: Option<Arc<dyn ResultStore>>,
+    /// Where the session's state is kept (default: in memory).
+    pub store: Option<Arc<dyn Store>>,
     /// Session-wide permission switches.
     pub policy: Policy,
 }
@@ -35,7 +36,7 @@ impl Default for SessionOptions {
             principal: Principal::new("local"),
             workspace: std::env::current_dir().unwrap_or_else(|_| PathBuf::from(".")),
             approver: Arc::new(DenyAll),
-            results: None,
+            store: None,
             policy: Policy::default(),
         }
     }
@@ -48,6 +49,7 @@ pub struct Session {
     pub(crate) workspace: Arc<Path>,
     pub(crate) approver: Arc<dyn Approver>,
     pub(crate) results: Arc<dyn ResultStore>,
+    pub(crate) store: Arc<dyn Store>,
     pub(crate) policy: Policy,
     /// Rules granted by approvals during this session.
     pub(crate) grants: std::sync::RwLock<Layer>,
@@ -68,12 +70,14 @@ impl Session {
             principal: options.principal,
             workspace: Arc::from(workspace.as_path()),
             approver: options.approver,
-            results: options.results.unwrap_or_else(|| {
-                Arc::new(MemoryResults::new(
+            results: match &options.store {
+                Some(store) => store.clone(),
+                None => Arc::new(MemoryResults::new(
                     config.results_per_session,
                     config.results_bytes_per_session,
-                ))
-            }),
+                )),
+            },
+            store: options.store.unwrap_or_else(|| Arc::new(MemoryStore::new())),
             policy: options.policy,
             grants: std::sync::RwLock::new(Layer::new(LayerSource::Session)),
             kill: Mutex::new(CancellationToken::new()),
@@ -102,9 +106,30 @@ impl Session {
         &self.results
     }
 
-    /// Grants a rule for the rest of the session (an approval answer).
-    pub fn grant(&self, rule: Rule) {
+    /// Grants a rule for the rest of the session (an approval answer), in the store too.
+    pub async fn grant(&self, rule: Rule) {
+        if let Err(e) = self.store.grant_put(&self.id, &rule.to_string(), None).await {
+            tracing::warn!(error = %e, "could not store the session grant");
+        }
         self.grants.write().unwrap_or_else(|p| p.into_inner()).allow.push(rule);
+    }
+
+    /// Loads the grants the store holds for this session (made by earlier processes).
+    pub async fn load_grants(&self) -> Result<usize, StoreError> {
+        let texts = self.store.grants(&self.id).await?;
+        let rules: Vec<Rule> = texts.iter().filter_map(|t| Rule::parse(t).ok()).collect();
+        let n = rules.len();
+        self.grants
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .allow
+            .extend(rules);
+        Ok(n)
+    }
+
+    /// The session's store.
+    pub fn store(&self) -> &Arc<dyn Store> {
+        &self.store
     }
 
     /// Stop: no new call starts; calls in flight finish.

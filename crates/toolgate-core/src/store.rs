@@ -1,0 +1,318 @@
+//! The `Store` trait: what a session keeps beyond one process's memory — the audit journal,
+//! session grants, the persistent cache, memory records, pending approvals and full results.
+//! [`MemoryStore`] implements it in memory (the library default and the tests); the durable
+//! SQLite and PostgreSQL stores live in `toolgate-store`.
+
+use crate::result::ResultStore;
+use crate::types::{CallId, Principal, SessionId};
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+
+/// A failure of the store itself.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+#[error("state store: {0}")]
+pub struct StoreError(pub String);
+
+/// One journal row, keyed by (session, call id).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct JournalRow {
+    /// The session.
+    pub session_id: String,
+    /// The call.
+    pub call_id: String,
+    /// The turn.
+    pub turn_id: String,
+    /// The tool.
+    pub tool: String,
+    /// A hash of the canonical arguments.
+    pub arguments_hash: String,
+    /// Whether stage 1 repaired the call.
+    pub repaired: bool,
+    /// `started`, then the outcome (`success`, an error type, `canceled`).
+    pub state: String,
+    /// The verdict's decision and source.
+    pub decision: Option<String>,
+    /// Where the verdict came from.
+    pub source: Option<String>,
+    /// Whether the cache answered.
+    pub cache_hit: bool,
+    /// Attempts made.
+    pub attempts: u32,
+    /// When the row was opened.
+    pub started_at: Option<SystemTime>,
+    /// Time in gates and approval, milliseconds.
+    pub waiting_ms: u64,
+    /// Time in the tool, milliseconds.
+    pub running_ms: u64,
+    /// Whether the tool may have run (a row closed `canceled` after it started).
+    pub may_have_run: bool,
+}
+
+/// A pending approval, so any replica can answer it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PendingRecord {
+    /// Its id.
+    pub id: String,
+    /// The session asking.
+    pub session_id: String,
+    /// What is asked (the request as JSON).
+    pub request: Value,
+    /// The answer, once given.
+    pub answer: Option<Value>,
+}
+
+/// Durable session state. Every method is cancel-safe and must not block the runtime.
+#[async_trait]
+pub trait Store: ResultStore {
+    /// Opens a journal row (before a non-read-only tool runs, committed before it runs).
+    async fn journal_begin(&self, row: &JournalRow) -> Result<(), StoreError>;
+    /// Closes a journal row with its outcome.
+    async fn journal_finish(&self, row: &JournalRow) -> Result<(), StoreError>;
+    /// Whether the journal already holds this call id for the session.
+    async fn journal_contains(&self, session: &SessionId, call: &CallId) -> Result<bool, StoreError>;
+    /// Rows left `started` (after a crash: calls that may have run).
+    async fn journal_unfinished(&self) -> Result<Vec<JournalRow>, StoreError>;
+    /// Records a grant (a rule's text) for the session, until `expires`.
+    async fn grant_put(&self, session: &SessionId, rule: &str, expires: Option<SystemTime>) -> Result<(), StoreError>;
+    /// The session's grants that have not expired.
+    async fn grants(&self, session: &SessionId) -> Result<Vec<String>, StoreError>;
+    /// A persistent cache entry, if present and not expired.
+    async fn cache_get(&self, key: &str) -> Result<Option<Value>, StoreError>;
+    /// Stores a persistent cache entry for `ttl`.
+    async fn cache_put(&self, key: &str, value: &Value, ttl: Duration) -> Result<(), StoreError>;
+    /// A memory record.
+    async fn memory_get(&self, principal: &Principal, key: &str) -> Result<Option<String>, StoreError>;
+    /// Writes a memory record.
+    async fn memory_put(&self, principal: &Principal, key: &str, value: &str) -> Result<(), StoreError>;
+    /// Memory keys starting with `prefix`, sorted.
+    async fn memory_list(&self, principal: &Principal, prefix: &str) -> Result<Vec<String>, StoreError>;
+    /// Records a pending approval.
+    async fn approval_put(&self, record: &PendingRecord) -> Result<(), StoreError>;
+    /// Answers a pending approval; false when there is none with that id.
+    async fn approval_answer(&self, id: &str, answer: &Value) -> Result<bool, StoreError>;
+    /// A pending approval by id.
+    async fn approval_get(&self, id: &str) -> Result<Option<PendingRecord>, StoreError>;
+}
+
+/// Journal rows kept in memory at most (finished rows are dropped beyond it).
+const MAX_JOURNAL_ROWS: usize = 100_000;
+
+/// Every kind of state in memory; bounded results per session (see [`crate::result::MemoryResults`]).
+#[derive(Debug, Default)]
+pub struct MemoryStore {
+    results: crate::result::MemoryResults,
+    state: Mutex<State>,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    journal: HashMap<(String, String), JournalRow>,
+    grants: HashMap<String, Vec<(String, Option<SystemTime>)>>,
+    cache: HashMap<String, (Value, SystemTime)>,
+    memory: HashMap<String, BTreeMap<String, String>>,
+    approvals: HashMap<String, PendingRecord>,
+}
+
+impl MemoryStore {
+    /// An empty store.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+#[async_trait]
+impl ResultStore for MemoryStore {
+    async fn put(&self, session: &SessionId, value: Arc<Value>, bytes: usize) -> String {
+        self.results.put(session, value, bytes).await
+    }
+    async fn get(&self, session: &SessionId, handle: &str) -> Option<Arc<Value>> {
+        self.results.get(session, handle).await
+    }
+}
+
+#[async_trait]
+impl Store for MemoryStore {
+    async fn journal_begin(&self, row: &JournalRow) -> Result<(), StoreError> {
+        let mut state = self.state();
+        if state.journal.len() >= MAX_JOURNAL_ROWS {
+            // Bounded in memory: finished rows go first; rows that may have run stay.
+            state.journal.retain(|_, r| r.state == "started");
+        }
+        state
+            .journal
+            .insert((row.session_id.clone(), row.call_id.clone()), row.clone());
+        Ok(())
+    }
+    async fn journal_finish(&self, row: &JournalRow) -> Result<(), StoreError> {
+        self.journal_begin(row).await
+    }
+    async fn journal_contains(&self, session: &SessionId, call: &CallId) -> Result<bool, StoreError> {
+        Ok(self
+            .state()
+            .journal
+            .contains_key(&(session.to_string(), call.to_string())))
+    }
+    async fn journal_unfinished(&self) -> Result<Vec<JournalRow>, StoreError> {
+        Ok(self
+            .state()
+            .journal
+            .values()
+            .filter(|r| r.state == "started")
+            .cloned()
+            .collect())
+    }
+    async fn grant_put(&self, session: &SessionId, rule: &str, expires: Option<SystemTime>) -> Result<(), StoreError> {
+        self.state()
+            .grants
+            .entry(session.to_string())
+            .or_default()
+            .push((rule.to_owned(), expires));
+        Ok(())
+    }
+    async fn grants(&self, session: &SessionId) -> Result<Vec<String>, StoreError> {
+        let now = SystemTime::now();
+        Ok(self
+            .state()
+            .grants
+            .get(session.as_str())
+            .map(|g| {
+                g.iter()
+                    .filter(|(_, e)| e.is_none_or(|e| e > now))
+                    .map(|(r, _)| r.clone())
+                    .collect()
+            })
+            .unwrap_or_default())
+    }
+    async fn cache_get(&self, key: &str) -> Result<Option<Value>, StoreError> {
+        let mut state = self.state();
+        match state.cache.get(key) {
+            Some((v, until)) if *until > SystemTime::now() => Ok(Some(v.clone())),
+            Some(_) => {
+                state.cache.remove(key);
+                Ok(None)
+            }
+            None => Ok(None),
+        }
+    }
+    async fn cache_put(&self, key: &str, value: &Value, ttl: Duration) -> Result<(), StoreError> {
+        self.state()
+            .cache
+            .insert(key.to_owned(), (value.clone(), SystemTime::now() + ttl));
+        Ok(())
+    }
+    async fn memory_get(&self, principal: &Principal, key: &str) -> Result<Option<String>, StoreError> {
+        Ok(self
+            .state()
+            .memory
+            .get(principal.as_str())
+            .and_then(|m| m.get(key).cloned()))
+    }
+    async fn memory_put(&self, principal: &Principal, key: &str, value: &str) -> Result<(), StoreError> {
+        self.state()
+            .memory
+            .entry(principal.to_string())
+            .or_default()
+            .insert(key.to_owned(), value.to_owned());
+        Ok(())
+    }
+    async fn memory_list(&self, principal: &Principal, prefix: &str) -> Result<Vec<String>, StoreError> {
+        Ok(self
+            .state()
+            .memory
+            .get(principal.as_str())
+            .map(|m| m.keys().filter(|k| k.starts_with(prefix)).cloned().collect())
+            .unwrap_or_default())
+    }
+    async fn approval_put(&self, record: &PendingRecord) -> Result<(), StoreError> {
+        self.state().approvals.insert(record.id.clone(), record.clone());
+        Ok(())
+    }
+    async fn approval_answer(&self, id: &str, answer: &Value) -> Result<bool, StoreError> {
+        Ok(match self.state().approvals.get_mut(id) {
+            Some(r) => {
+                r.answer = Some(answer.clone());
+                true
+            }
+            None => false,
+        })
+    }
+    async fn approval_get(&self, id: &str) -> Result<Option<PendingRecord>, StoreError> {
+        Ok(self.state().approvals.get(id).cloned())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn every_kind_of_state_round_trips() {
+        let s = MemoryStore::new();
+        let session = SessionId::new("s");
+        let row = JournalRow {
+            session_id: "s".into(),
+            call_id: "c".into(),
+            state: "started".into(),
+            ..JournalRow::default()
+        };
+        s.journal_begin(&row).await.unwrap();
+        assert!(s.journal_contains(&session, &CallId::new("c")).await.unwrap());
+        assert_eq!(s.journal_unfinished().await.unwrap().len(), 1);
+        s.journal_finish(&JournalRow {
+            state: "success".into(),
+            ..row
+        })
+        .await
+        .unwrap();
+        assert!(s.journal_unfinished().await.unwrap().is_empty());
+
+        s.grant_put(&session, "read_file", None).await.unwrap();
+        s.grant_put(&session, "old", Some(SystemTime::now() - Duration::from_secs(1)))
+            .await
+            .unwrap();
+        assert_eq!(s.grants(&session).await.unwrap(), ["read_file"]);
+
+        s.cache_put("k", &serde_json::json!(1), Duration::from_secs(60))
+            .await
+            .unwrap();
+        s.cache_put("gone", &serde_json::json!(2), Duration::ZERO)
+            .await
+            .unwrap();
+        assert_eq!(s.cache_get("k").await.unwrap(), Some(serde_json::json!(1)));
+        assert_eq!(s.cache_get("gone").await.unwrap(), None);
+
+        let me = Principal::new("me");
+        s.memory_put(&me, "notes/a", "1").await.unwrap();
+        s.memory_put(&me, "notes/b", "2").await.unwrap();
+        s.memory_put(&me, "todo", "3").await.unwrap();
+        assert_eq!(s.memory_list(&me, "notes/").await.unwrap(), ["notes/a", "notes/b"]);
+        assert_eq!(s.memory_get(&me, "todo").await.unwrap().as_deref(), Some("3"));
+        assert_eq!(s.memory_get(&Principal::new("other"), "todo").await.unwrap(), None);
+
+        let p = PendingRecord {
+            id: "a1".into(),
+            session_id: "s".into(),
+            request: serde_json::json!({}),
+            answer: None,
+        };
+        s.approval_put(&p).await.unwrap();
+        assert!(
+            s.approval_answer("a1", &serde_json::json!("approve_once"))
+                .await
+                .unwrap()
+        );
+        assert!(!s.approval_answer("nope", &serde_json::json!("x")).await.unwrap());
+        assert_eq!(
+            s.approval_get("a1").await.unwrap().unwrap().answer,
+            Some(serde_json::json!("approve_once"))
+        );
+    }
+}
