@@ -1,10 +1,11 @@
 //! The dispatcher: the only place that knows the order of the stages. `run_turn` takes a model
 //! answer and returns the messages to append; `run_call` takes one call through stages 2–13.
 
+use crate::cache::{self, KeyParts, ResultCache};
 use crate::config::{EngineConfig, MalformedPolicy};
 use crate::error::{CallError, ErrorKind};
 use crate::events::{Event, EventSink, NoEvents};
-use crate::execute::{ExecFailure, ExecPolicy, execute};
+use crate::execute::{ExecFailure, ExecPolicy, ExecReport, execute};
 use crate::formats::{self, Answer, CallEcho, Format, ToolResult, ToolView};
 use crate::hooks::{self, Hook, HookDecision, HookEvent};
 use crate::parse::{self, Malformed};
@@ -14,7 +15,7 @@ use crate::result::{json_size, normalize_empty, truncate};
 use crate::rules::Rule;
 use crate::session::Session;
 use crate::store::JournalRow;
-use crate::tool::{Category, ProgressSink, ToolContext, ToolSpec};
+use crate::tool::{CacheScope, CacheSpec, Category, ProgressSink, ToolContext, ToolOutput, ToolSpec};
 use crate::types::{CallId, ToolCall, ToolName, TurnId};
 use crate::validate::ValidateOptions;
 use serde::Serialize;
@@ -199,6 +200,7 @@ pub struct Engine {
     config: EngineConfig,
     events: Arc<dyn EventSink>,
     hooks: Vec<Arc<dyn Hook>>,
+    cache: ResultCache,
 }
 
 impl Engine {
@@ -209,6 +211,7 @@ impl Engine {
             config,
             events: Arc::new(NoEvents),
             hooks: Vec::new(),
+            cache: ResultCache::new(10_000),
         }
     }
 
@@ -827,8 +830,7 @@ impl Engine {
             }
         }
         stats.journal = Some(row);
-        // 9. cache (no cacheable tool is configured yet: every call executes)
-        // 10. execute
+        // 10. execute (inside stage 9 when the tool is cacheable)
         let kill = session.kill_token();
         let ctx = ToolContext {
             session_id: session.id.clone(),
@@ -847,16 +849,39 @@ impl Engine {
             retry_allowed: spec.retry_allowed(),
         };
         stats.waiting = stats.queued.elapsed();
-        let report = execute(
-            tool.as_ref(),
-            &ctx,
-            &args,
-            policy,
-            &kill,
-            self.events.as_ref(),
-            &call.id,
-        )
-        .await;
+        let run = || {
+            execute(
+                tool.as_ref(),
+                &ctx,
+                &args,
+                policy,
+                &kill,
+                self.events.as_ref(),
+                &call.id,
+            )
+        };
+        // 9. cache: only for cacheable tools that are read-only or idempotent
+        let report = match spec.cache.filter(|_| spec.retry_allowed()) {
+            None => run().await,
+            Some(plan) => {
+                let key = cache::key(&KeyParts {
+                    tool: entry.name().as_str(),
+                    schema: compiled.schema(),
+                    args: &args,
+                    workspace: &session.workspace.display().to_string(),
+                    principal: session.principal.as_str(),
+                    scope: plan.scope,
+                    session: session.id.as_str(),
+                    turn: turn.id.as_str(),
+                });
+                let (report, hit) = self.cached(session, plan, key, run).await;
+                if let Some(row) = stats.journal.as_mut() {
+                    row.cache_hit = hit;
+                }
+                stats.cache_hit = hit;
+                report
+            }
+        };
         stats.attempts = report.attempts;
         stats.running = report.running;
         let output = match report.result {
@@ -959,6 +984,47 @@ impl Engine {
             entry,
             success: true,
             end_turn: spec.category == Category::Terminal || output.end_turn,
+        }
+    }
+
+    /// Stage 9 around stage 10: answers from the cache, or runs once and stores a success.
+    async fn cached<F, Fut>(&self, session: &Session, plan: CacheSpec, key: String, run: F) -> (ExecReport, bool)
+    where
+        F: FnOnce() -> Fut,
+        Fut: std::future::Future<Output = ExecReport>,
+    {
+        let hit = |content: Value| ExecReport {
+            result: Ok(ToolOutput::json(content)),
+            attempts: 0,
+            running: Duration::ZERO,
+        };
+        if plan.scope == CacheScope::Persistent {
+            if let Ok(Some(content)) = session.store.cache_get(&key).await {
+                return (hit(content), true);
+            }
+            let report = run().await;
+            if let Ok(output) = &report.result
+                && output.restart.is_none()
+                && let Err(e) = session.store.cache_put(&key, &output.content, plan.ttl).await
+            {
+                tracing::warn!(error = %e, "could not store the cache entry");
+            }
+            return (report, false);
+        }
+        // Failures (and restarts) travel as the error so they are never cached.
+        let outcome = self
+            .cache
+            .get_or_run(key, plan.ttl, async {
+                let report = run().await;
+                match report.result {
+                    Ok(ref output) if output.restart.is_none() => Ok(output.content.clone()),
+                    _ => Err(report),
+                }
+            })
+            .await;
+        match outcome {
+            Ok((cached, was_hit)) => (hit(cached.content.clone()), was_hit),
+            Err(report) => ((*report).clone(), false),
         }
     }
 
@@ -1109,6 +1175,7 @@ impl Engine {
             waiting_ms: waiting.as_millis() as u64,
             running_ms: running.as_millis() as u64,
             truncated: stats.truncated,
+            cache_hit: stats.cache_hit,
         });
     }
 }
@@ -1120,6 +1187,7 @@ struct Stats {
     running: Duration,
     attempts: u32,
     truncated: bool,
+    cache_hit: bool,
     /// The journal row, once the call passed the guards.
     journal: Option<JournalRow>,
 }
@@ -1132,6 +1200,7 @@ impl Default for Stats {
             running: Duration::ZERO,
             attempts: 0,
             truncated: false,
+            cache_hit: false,
             journal: None,
         }
     }

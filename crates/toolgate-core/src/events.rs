@@ -75,6 +75,8 @@ pub enum Event {
         running_ms: u64,
         /// Whether the result was truncated.
         truncated: bool,
+        /// Whether the cache answered (execution was skipped).
+        cache_hit: bool,
     },
     /// A message was added to the conversation.
     MessageAdded {

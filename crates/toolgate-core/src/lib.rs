@@ -43,6 +43,7 @@
 //! # });
 //! ```
 
+pub mod cache;
 pub mod config;
 pub mod dispatch;
 pub mod error;
