@@ -20,6 +20,18 @@ pub struct Config {
     pub hooks: crate::hooks::HooksConfig,
     /// `[approval]`.
     pub approval: Approval,
+    /// `[exposure]`.
+    pub exposure: Exposure,
+}
+
+/// `[exposure]`.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Exposure {
+    /// Feature flags that are on (a tool whose spec names another flag is not exposed).
+    pub features: Vec<String>,
+    /// Turns a tool that succeeded in deliberate mode stays exposed after it (default 2).
+    pub retain_turns: Option<u32>,
 }
 
 /// `[approval]`.
@@ -66,7 +78,7 @@ impl Permissions {
 }
 
 /// Sections whose scalar keys environment variables may set.
-const ENV_SECTIONS: &[&str] = &["engine", "permissions", "approval"];
+const ENV_SECTIONS: &[&str] = &["engine", "permissions", "approval", "exposure"];
 
 /// The user file: `$XDG_CONFIG_HOME/toolgate/toolgate.toml` or `~/.config/toolgate/toolgate.toml`.
 pub fn user_file() -> Option<PathBuf> {

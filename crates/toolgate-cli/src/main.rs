@@ -153,6 +153,10 @@ async fn run(cli: Cli) -> Result<ExitCode> {
     if let Some(ms) = config.approval.timeout_ms {
         engine_config.approval_timeout_ms = ms;
     }
+    engine_config.features.extend(config.exposure.features.iter().cloned());
+    if let Some(turns) = config.exposure.retain_turns {
+        engine_config.deliberate_retain_turns = turns;
+    }
     let engine = Arc::new(Engine::new(registry, engine_config).with_hooks(hooks));
     // --yes answers every ask; otherwise the person at the terminal does (or nobody, at once).
     let approver: Arc<dyn Approver> = if cli.yes {

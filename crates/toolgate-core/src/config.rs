@@ -53,6 +53,10 @@ pub struct EngineConfig {
     pub approval_timeout_ms: u64,
     /// Record arguments and results on spans (off: they may hold secrets).
     pub trace_content: bool,
+    /// Feature flags that are on (tools whose spec names another flag are not exposed).
+    pub features: Vec<String>,
+    /// Turns a tool that succeeded in deliberate mode stays exposed after it.
+    pub deliberate_retain_turns: u32,
 }
 
 impl Default for EngineConfig {
@@ -75,6 +79,8 @@ impl Default for EngineConfig {
             results_bytes_per_session: 64 << 20,
             approval_timeout_ms: 120_000,
             trace_content: false,
+            features: Vec::new(),
+            deliberate_retain_turns: 2,
         }
     }
 }

@@ -15,8 +15,11 @@ use crate::result::{json_size, normalize_empty, truncate};
 use crate::rules::Rule;
 use crate::session::Session;
 use crate::store::JournalRow;
-use crate::tool::{CacheScope, CacheSpec, Category, ProgressSink, ToolContext, ToolOutput, ToolSpec};
+use crate::tool::{
+    Assembly, CacheScope, CacheSpec, Category, ProgressSink, ToolContext, ToolOutput, ToolSpec, TurnView,
+};
 use crate::types::{CallId, ToolCall, ToolName, TurnId};
+use crate::validate::CompiledSchema;
 use crate::validate::ValidateOptions;
 use serde::Serialize;
 use serde_json::Value;
@@ -154,12 +157,15 @@ pub struct TurnOptions {
     pub iteration: u32,
     /// Deliberate mode: only these tools are exposed this turn.
     pub allowlist: Option<Vec<ToolName>>,
+    /// The provider format of the turn (tools may depend on its capabilities).
+    pub format: Option<Format>,
 }
 
 /// State shared by the calls of one turn.
 pub struct TurnState {
     id: TurnId,
     iteration: u32,
+    format: Option<Format>,
     allowlist: Option<HashSet<ToolName>>,
     executed: Mutex<HashMap<ToolName, u32>>,
     /// Set when a post hook stopped the run: calls not yet started are not run.
@@ -172,6 +178,7 @@ impl TurnState {
         Self {
             id: TurnId::generate(),
             iteration: options.iteration,
+            format: options.format,
             allowlist: options.allowlist.map(|a| a.into_iter().collect()),
             executed: Mutex::new(HashMap::new()),
             stopped: Mutex::new(None),
@@ -201,6 +208,13 @@ pub struct Engine {
     events: Arc<dyn EventSink>,
     hooks: Vec<Arc<dyn Hook>>,
     cache: ResultCache,
+    narrowed: Mutex<HashMap<String, Arc<CompiledSchema>>>,
+}
+
+/// A tool as exposed this turn.
+struct Exposed {
+    description: Option<String>,
+    compiled: Arc<CompiledSchema>,
 }
 
 impl Engine {
@@ -212,6 +226,7 @@ impl Engine {
             events: Arc::new(NoEvents),
             hooks: Vec::new(),
             cache: ResultCache::new(10_000),
+            narrowed: Mutex::new(HashMap::new()),
         }
     }
 
@@ -256,25 +271,92 @@ impl Engine {
         &self.config
     }
 
-    /// The schemas of the tools exposed this turn, in a provider's format, sorted by name.
-    pub fn tool_list(&self, format: Format, turn: &TurnOptions) -> Value {
-        let allow: Option<HashSet<&str>> = turn
-            .allowlist
-            .as_ref()
-            .map(|a| a.iter().map(ToolName::as_str).collect());
-        let views: Vec<ToolView<'_>> = self
+    /// The schemas of the tools exposed this turn, in a provider's format, sorted by name: the
+    /// allowlist, feature flags and each tool's own assembly for this turn applied.
+    pub fn tool_list(&self, format: Format, options: &TurnOptions) -> Value {
+        let turn = TurnState::new(TurnOptions {
+            format: options.format.or(Some(format)),
+            ..options.clone()
+        });
+        let exposed: Vec<(&Entry, Exposed)> = self
             .registry
             .entries()
-            .filter(|e| allow.as_ref().is_none_or(|a| a.contains(e.name().as_str())))
-            .map(|e| ToolView {
+            .filter_map(|e| self.exposure(e, &turn).ok().map(|x| (e, x)))
+            .collect();
+        let views: Vec<ToolView<'_>> = exposed
+            .iter()
+            .map(|(e, x)| ToolView {
                 name: e.provider_name(),
-                description: e.tool().description(),
-                parameters: e.tool().parameters(),
+                description: x.description.as_deref().unwrap_or(e.tool().description()),
+                parameters: x.compiled.schema(),
                 output_schema: e.tool().output_schema(),
                 annotations: e.tool().spec().annotations,
             })
             .collect();
         formats::tool_list(format, &views)
+    }
+
+    /// Stage 4 for one tool: the allowlist, its feature flag, and its assembly for this turn.
+    fn exposure(&self, entry: &Entry, turn: &TurnState) -> Result<Exposed, String> {
+        if !turn.exposes(entry.name()) {
+            return Err("it is outside this turn's allowlist".into());
+        }
+        if let Some(flag) = &entry.tool().spec().feature
+            && !self.config.features.contains(flag)
+        {
+            return Err(format!("the feature {flag:?} is off"));
+        }
+        let view = TurnView {
+            format: turn.format,
+            features: &self.config.features,
+            iteration: turn.iteration,
+        };
+        match entry.tool().assemble(&view) {
+            Assembly::Hidden(reason) => Err(reason),
+            Assembly::Unchanged => Ok(Exposed {
+                description: None,
+                compiled: entry.compiled()?,
+            }),
+            Assembly::Narrowed {
+                description,
+                parameters,
+            } => Ok(Exposed {
+                description,
+                compiled: match parameters {
+                    Some(schema) => self.compile_narrowed(&schema)?,
+                    None => entry.compiled()?,
+                },
+            }),
+        }
+    }
+
+    /// Narrowed schemas, compiled once and reused (keyed by their canonical JSON).
+    fn compile_narrowed(&self, schema: &Value) -> Result<Arc<CompiledSchema>, String> {
+        let mut key = String::new();
+        cache::canonical_json(schema, &mut key);
+        let mut compiled = self.narrowed.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(c) = compiled.get(&key) {
+            return Ok(c.clone());
+        }
+        let c = Arc::new(CompiledSchema::compile(schema)?);
+        if compiled.len() >= 1024 {
+            compiled.clear();
+        }
+        compiled.insert(key, c.clone());
+        Ok(c)
+    }
+
+    /// A turn's state: deliberate mode keeps tools that succeeded under it for a few more turns.
+    fn start_turn(&self, session: &Session, mut options: TurnOptions) -> TurnState {
+        let mut retained = session.retained.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(allow) = options.allowlist.as_mut() {
+            allow.extend(retained.keys().cloned());
+        }
+        retained.retain(|_, turns| {
+            *turns -= 1;
+            *turns > 0
+        });
+        TurnState::new(options)
     }
 
     /// Runs every call of a model answer and returns the messages to append.
@@ -284,7 +366,7 @@ impl Engine {
         answer: &Answer,
         options: TurnOptions,
     ) -> TurnOutcome {
-        let turn = Arc::new(TurnState::new(options));
+        let turn = Arc::new(self.start_turn(session, options));
         // Stage 1, for the whole batch.
         let parsed: Vec<Result<ToolCall, Malformed>> = answer
             .calls
@@ -488,7 +570,7 @@ impl Engine {
 
     /// One call through stages 2–13, outside any batch (the `call` command, the gateway).
     pub async fn run_call(&self, session: &Arc<Session>, call: ToolCall, options: TurnOptions) -> Outcome {
-        let turn = TurnState::new(options);
+        let turn = self.start_turn(session, options);
         self.run_call_at(session, &turn, call, Instant::now()).await
     }
 
@@ -616,29 +698,29 @@ impl Engine {
         let name = entry.provider_name();
         let fail = |error: CallError| self.recorded_failure(session, &call.id, name, error);
         // 4. exposure
-        if !turn.exposes(entry.name()) {
-            let allowed: Vec<String> = self
-                .registry
-                .entries()
-                .filter(|e| turn.exposes(e.name()))
-                .map(|e| e.provider_name().to_owned())
-                .collect();
-            return fail(
-                CallError::new(
-                    ErrorKind::NotAvailable,
-                    format!(
-                        "The tool {name:?} is not available this turn. Use one of: {}.",
-                        allowed.join(", ")
-                    ),
-                )
-                .with("allowed_tools", allowed),
-            );
-        }
-        // 5. validate
-        let compiled = match entry.compiled() {
-            Ok(c) => c,
-            Err(message) => return fail(CallError::new(ErrorKind::ExecutionFailed, message)),
+        let exposed = match self.exposure(entry, turn) {
+            Ok(exposed) => exposed,
+            Err(why) => {
+                let allowed: Vec<String> = self
+                    .registry
+                    .entries()
+                    .filter(|e| self.exposure(e, turn).is_ok())
+                    .map(|e| e.provider_name().to_owned())
+                    .collect();
+                return fail(
+                    CallError::new(
+                        ErrorKind::NotAvailable,
+                        format!(
+                            "The tool {name:?} is not available this turn ({why}). Use one of: {}.",
+                            allowed.join(", ")
+                        ),
+                    )
+                    .with("allowed_tools", allowed),
+                );
+            }
         };
+        // 5. validate, against this turn's assembled schema
+        let compiled = exposed.compiled;
         let mut args = call.arguments_value();
         match compiled.check(&mut args, ValidateOptions::default()) {
             Ok(warnings) if !warnings.is_empty() => {
@@ -965,6 +1047,14 @@ impl Engine {
         }
         // 13. record
         session.consecutive_errors.store(0, Ordering::SeqCst);
+        if turn.allowlist.is_some() && self.config.deliberate_retain_turns > 0 {
+            // "Do it again" works: the tool stays exposed for the next turns.
+            session
+                .retained
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .insert(entry.name().clone(), self.config.deliberate_retain_turns);
+        }
         let entry = ToolResult {
             call_id: call.id.clone(),
             name: name.to_owned(),

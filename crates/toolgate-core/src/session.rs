@@ -57,6 +57,8 @@ pub struct Session {
     stop: AtomicBool,
     pub(crate) loop_detector: Mutex<LoopDetector>,
     pub(crate) consecutive_errors: AtomicU32,
+    /// Deliberate mode: tools that succeeded, with the turns they stay exposed.
+    pub(crate) retained: Mutex<std::collections::HashMap<crate::types::ToolName, u32>>,
     /// Serialises asks: one prompt at a time, even for parallel calls.
     pub(crate) asking: tokio::sync::Mutex<()>,
 }
@@ -87,6 +89,7 @@ impl Session {
                 config.loop_exempt.iter().cloned(),
             )),
             consecutive_errors: AtomicU32::new(0),
+            retained: Mutex::new(std::collections::HashMap::new()),
             asking: tokio::sync::Mutex::new(()),
         }
     }

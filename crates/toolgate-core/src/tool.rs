@@ -161,6 +161,8 @@ pub struct ToolSpec {
     pub subject: PermissionSubject,
     /// The model to use for the next turn after this tool ran.
     pub model_override: Option<String>,
+    /// A feature flag that must be on for the tool to be exposed.
+    pub feature: Option<String>,
 }
 
 impl ToolSpec {
@@ -277,6 +279,33 @@ impl ToolOutput {
     }
 }
 
+/// What a tool is told when the engine assembles a turn.
+#[derive(Clone, Debug)]
+pub struct TurnView<'a> {
+    /// The provider format of the turn, when known (its capabilities).
+    pub format: Option<crate::formats::Format>,
+    /// Feature flags that are on.
+    pub features: &'a [String],
+    /// The agent loop's iteration.
+    pub iteration: u32,
+}
+
+/// This turn's view of a tool.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Assembly {
+    /// As registered.
+    Unchanged,
+    /// Narrowed for this turn: the schema shown and validated, and a shorter description.
+    Narrowed {
+        /// The description shown, when changed.
+        description: Option<String>,
+        /// The parameter schema shown and validated, when changed.
+        parameters: Option<Value>,
+    },
+    /// Not exposed this turn, with the reason.
+    Hidden(String),
+}
+
 /// A tool the engine can run. Object-safe: registries hold `Arc<dyn Tool>`.
 #[async_trait]
 pub trait Tool: Send + Sync {
@@ -291,6 +320,11 @@ pub trait Tool: Send + Sync {
     /// JSON Schema of a successful result, when the tool promises one.
     fn output_schema(&self) -> Option<&Value> {
         None
+    }
+    /// This turn's view: narrowed (fewer enum values, a shorter description), hidden when the
+    /// tool is not available (backend down, provider lacks a capability), or unchanged.
+    fn assemble(&self, _turn: &TurnView<'_>) -> Assembly {
+        Assembly::Unchanged
     }
     /// Runs the call. Arguments are already validated against the assembled schema.
     /// Must stop promptly when `ctx.cancel` fires.
