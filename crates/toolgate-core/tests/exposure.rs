@@ -35,7 +35,7 @@ impl Tool for Modal {
         if turn.format == Some(Format::Gemini) {
             return Assembly::Hidden("the provider cannot use it".into());
         }
-        if turn.iteration % 2 == 0 {
+        if turn.iteration.is_multiple_of(2) {
             return Assembly::Narrowed {
                 description: Some("Runs fast.".into()),
                 parameters: Some(
