@@ -186,5 +186,62 @@ fn permission(c: &mut Criterion) {
     });
 }
 
-criterion_group!(benches, pipeline, batch, parse, truncation, permission);
+struct NoopHook;
+
+#[async_trait]
+impl toolgate_core::hooks::Hook for NoopHook {
+    fn matches(&self, _: &str) -> bool {
+        true
+    }
+}
+
+/// One call to a tool that is not read-only, allowed by a path rule, through a no-op pre hook,
+/// missing the cache (turn scope: every call is a new turn), with its journal row written.
+fn governed(c: &mut Criterion) {
+    use toolgate_core::permit::Policy;
+    use toolgate_core::rules::{Layer, LayerSource, Rule};
+    use toolgate_core::tool::{CacheScope, CacheSpec, PermissionSubject};
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let mut registry = Registry::new();
+    registry.register(Arc::new(Noop {
+        schema: json!({"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}),
+        spec: ToolSpec {
+            subject: PermissionSubject::Path("path".into()),
+            cache: Some(CacheSpec {
+                scope: CacheScope::Turn,
+                ttl: std::time::Duration::from_secs(60),
+            }),
+            ..ToolSpec::with_annotations(Annotations {
+                idempotent: true,
+                ..Annotations::default()
+            })
+        },
+    }));
+    let engine = Engine::new(registry, EngineConfig::default()).with_hooks(vec![Arc::new(NoopHook)]);
+    let mut layer = Layer::new(LayerSource::User);
+    layer.allow.push(Rule::parse("noop(src/**)").unwrap());
+    let session = Arc::new(Session::new(
+        engine.config(),
+        SessionOptions {
+            policy: Policy {
+                yolo: false,
+                layers: Arc::new(vec![layer]),
+            },
+            ..SessionOptions::default()
+        },
+    ));
+    let mut args = Map::new();
+    args.insert("path".into(), json!("src/lib.rs"));
+    c.bench_function("pipeline/governed_call_allow_rule_noop_hook_cache_miss", |b| {
+        b.to_async(&rt).iter(|| async {
+            let call = ToolCall::new(toolgate_core::CallId::generate(), "noop", args.clone());
+            black_box(engine.run_call(&session, call, TurnOptions::default()).await)
+        })
+    });
+}
+
+criterion_group!(benches, pipeline, governed, batch, parse, truncation, permission);
 criterion_main!(benches);

@@ -65,8 +65,8 @@ impl ResultCache {
 pub struct KeyParts<'a> {
     /// The tool.
     pub tool: &'a str,
-    /// The schema the arguments were validated against.
-    pub schema: &'a Value,
+    /// A hash of the schema the arguments were validated against.
+    pub schema_hash: u64,
     /// The validated arguments.
     pub args: &'a Value,
     /// The workspace.
@@ -87,7 +87,7 @@ pub fn key(p: &KeyParts<'_>) -> String {
     let mut out = String::with_capacity(128);
     out.push_str(p.tool);
     out.push('\u{0}');
-    out.push_str(&format!("{:016x}", crate::guard::canonical_hash(p.schema)));
+    out.push_str(&format!("{:016x}", p.schema_hash));
     out.push('\u{0}');
     canonical_json(p.args, &mut out);
     for part in [p.workspace, p.principal] {
@@ -150,7 +150,7 @@ mod tests {
         let parts = |args: &Value, scope, session: &'static str| {
             key(&KeyParts {
                 tool: "t",
-                schema: &schema,
+                schema_hash: crate::guard::canonical_hash(&schema),
                 args: leaked(args.clone()),
                 workspace: "/w",
                 principal: "p",

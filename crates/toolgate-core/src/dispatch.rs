@@ -170,6 +170,8 @@ pub struct TurnState {
     executed: Mutex<HashMap<ToolName, u32>>,
     /// Set when a post hook stopped the run: calls not yet started are not run.
     stopped: Mutex<Option<String>>,
+    /// Turn-scoped cache entries; each runs its call once for concurrent identical calls.
+    cache: Mutex<HashMap<String, Arc<tokio::sync::OnceCell<Value>>>>,
 }
 
 impl TurnState {
@@ -182,6 +184,7 @@ impl TurnState {
             allowlist: options.allowlist.map(|a| a.into_iter().collect()),
             executed: Mutex::new(HashMap::new()),
             stopped: Mutex::new(None),
+            cache: Mutex::new(HashMap::new()),
         }
     }
 
@@ -250,7 +253,7 @@ impl Engine {
             tool_name: name.to_owned(),
             tool_input: call.arguments_value(),
             tool_use_id: call.id.to_string(),
-            cwd: session.workspace.display().to_string(),
+            cwd: session.workspace_text.to_string(),
             tool_response: response,
         }
     }
@@ -666,18 +669,18 @@ impl Engine {
         let outcome = self.pipeline_known(session, turn, &call, entry, &mut stats).await;
         if let Some(mut row) = stats.journal.take() {
             row.state = match &outcome {
-                Outcome::Recorded { success: true, .. } | Outcome::Restart { .. } => "success".to_owned(),
+                Outcome::Recorded { success: true, .. } | Outcome::Restart { .. } => "success".into(),
                 other => other
                     .entry()
                     .and_then(|e| e.error_kind)
                     .map_or("failed", ErrorKind::as_str)
-                    .to_owned(),
+                    .into(),
             };
             row.may_have_run = row.state == "canceled" && stats.attempts > 0;
             row.attempts = stats.attempts;
             row.waiting_ms = stats.waiting.as_millis() as u64;
             row.running_ms = stats.running.as_millis() as u64;
-            if let Err(e) = session.store.journal_finish(&row).await {
+            if let Err(e) = session.store.journal_finish(row).await {
                 tracing::error!(error = %e, call_id = %call.id, "could not close the journal row");
             }
         }
@@ -873,11 +876,11 @@ impl Engine {
         // The journal row: committed before a tool that is not read-only runs, and a call id
         // the journal already holds is never run a second time.
         let row = JournalRow {
-            session_id: session.id.to_string(),
-            call_id: call.id.to_string(),
-            turn_id: turn.id.to_string(),
-            tool: entry.name().to_string(),
-            arguments_hash: format!("{:016x}", crate::guard::canonical_hash(&args)),
+            session_id: session.id.clone(),
+            call_id: call.id.clone(),
+            turn_id: turn.id.clone(),
+            tool: entry.name().clone(),
+            arguments_hash: crate::guard::canonical_hash(&args),
             repaired: call.repair.is_some(),
             state: "started".into(),
             decision: Some(decision_str.into()),
@@ -948,15 +951,15 @@ impl Engine {
             Some(plan) => {
                 let key = cache::key(&KeyParts {
                     tool: entry.name().as_str(),
-                    schema: compiled.schema(),
+                    schema_hash: compiled.hash(),
                     args: &args,
-                    workspace: &session.workspace.display().to_string(),
+                    workspace: &session.workspace_text,
                     principal: session.principal.as_str(),
                     scope: plan.scope,
                     session: session.id.as_str(),
                     turn: turn.id.as_str(),
                 });
-                let (report, hit) = self.cached(session, plan, key, run).await;
+                let (report, hit) = self.cached(session, turn, plan, key, run).await;
                 if let Some(row) = stats.journal.as_mut() {
                     row.cache_hit = hit;
                 }
@@ -1078,7 +1081,14 @@ impl Engine {
     }
 
     /// Stage 9 around stage 10: answers from the cache, or runs once and stores a success.
-    async fn cached<F, Fut>(&self, session: &Session, plan: CacheSpec, key: String, run: F) -> (ExecReport, bool)
+    async fn cached<F, Fut>(
+        &self,
+        session: &Session,
+        turn: &TurnState,
+        plan: CacheSpec,
+        key: String,
+        run: F,
+    ) -> (ExecReport, bool)
     where
         F: FnOnce() -> Fut,
         Fut: std::future::Future<Output = ExecReport>,
@@ -1100,6 +1110,31 @@ impl Engine {
                 tracing::warn!(error = %e, "could not store the cache entry");
             }
             return (report, false);
+        }
+        if plan.scope == CacheScope::Turn {
+            // Turn entries live and die with the turn.
+            let cell = turn
+                .cache
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .entry(key)
+                .or_default()
+                .clone();
+            let mut ran = false;
+            let outcome = cell
+                .get_or_try_init(|| async {
+                    ran = true;
+                    let report = run().await;
+                    match report.result {
+                        Ok(ref output) if output.restart.is_none() => Ok(output.content.clone()),
+                        _ => Err(report),
+                    }
+                })
+                .await;
+            return match outcome {
+                Ok(content) => (hit(content.clone()), !ran),
+                Err(report) => (report, false),
+            };
         }
         // Failures (and restarts) travel as the error so they are never cached.
         let outcome = self

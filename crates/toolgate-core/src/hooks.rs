@@ -110,16 +110,16 @@ fn rank(d: &HookDecision) -> u8 {
 /// Runs the matching pre hooks in order; each sees the input the previous one left.
 pub async fn run_pre(hooks: &[std::sync::Arc<dyn Hook>], event: &HookEvent) -> PreMerged {
     let mut merged = PreMerged::default();
-    let mut event = event.clone();
+    let mut rewritten: Option<HookEvent> = None;
     for hook in hooks.iter().filter(|h| h.matches(&event.tool_name)) {
-        let out = hook.pre_tool_use(&event).await;
+        let out = hook.pre_tool_use(rewritten.as_ref().unwrap_or(event)).await;
         if let Some((decision, reason)) = out.decision
             && merged.decision.as_ref().is_none_or(|(d, _)| rank(&decision) > rank(d))
         {
             merged.decision = Some((decision, reason));
         }
         if let Some(input) = out.updated_input {
-            event.tool_input = Value::Object(input.clone());
+            rewritten.get_or_insert_with(|| event.clone()).tool_input = Value::Object(input.clone());
             merged.updated_input = Some(input);
         }
         merged.additional_context.extend(out.additional_context);
@@ -130,11 +130,11 @@ pub async fn run_pre(hooks: &[std::sync::Arc<dyn Hook>], event: &HookEvent) -> P
 /// Runs the matching post hooks in order; each sees the result the previous one left.
 pub async fn run_post(hooks: &[std::sync::Arc<dyn Hook>], event: &HookEvent) -> PostMerged {
     let mut merged = PostMerged::default();
-    let mut event = event.clone();
+    let mut replaced: Option<HookEvent> = None;
     for hook in hooks.iter().filter(|h| h.matches(&event.tool_name)) {
-        let out = hook.post_tool_use(&event).await;
+        let out = hook.post_tool_use(replaced.as_ref().unwrap_or(event)).await;
         if let Some(replacement) = out.replacement {
-            event.tool_response = Some(replacement.clone());
+            replaced.get_or_insert_with(|| event.clone()).tool_response = Some(replacement.clone());
             merged.replacement = Some(replacement);
         }
         if merged.stop.is_none() {

@@ -47,6 +47,8 @@ pub struct Session {
     pub(crate) id: SessionId,
     pub(crate) principal: Principal,
     pub(crate) workspace: Arc<Path>,
+    /// The workspace as text (cache keys, hook events).
+    pub(crate) workspace_text: Arc<str>,
     pub(crate) approver: Arc<dyn Approver>,
     pub(crate) results: Arc<dyn ResultStore>,
     pub(crate) store: Arc<dyn Store>,
@@ -70,6 +72,7 @@ impl Session {
         Self {
             id: options.id.unwrap_or_else(SessionId::generate),
             principal: options.principal,
+            workspace_text: Arc::from(workspace.display().to_string()),
             workspace: Arc::from(workspace.as_path()),
             approver: options.approver,
             results: match &options.store {

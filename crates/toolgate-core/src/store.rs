@@ -4,10 +4,11 @@
 //! SQLite and PostgreSQL stores live in `toolgate-store`.
 
 use crate::result::ResultStore;
-use crate::types::{CallId, Principal, SessionId};
+use crate::types::{CallId, Principal, SessionId, ToolName, TurnId};
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
@@ -21,23 +22,23 @@ pub struct StoreError(pub String);
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct JournalRow {
     /// The session.
-    pub session_id: String,
+    pub session_id: SessionId,
     /// The call.
-    pub call_id: String,
+    pub call_id: CallId,
     /// The turn.
-    pub turn_id: String,
+    pub turn_id: TurnId,
     /// The tool.
-    pub tool: String,
+    pub tool: ToolName,
     /// A hash of the canonical arguments.
-    pub arguments_hash: String,
+    pub arguments_hash: u64,
     /// Whether stage 1 repaired the call.
     pub repaired: bool,
     /// `started`, then the outcome (`success`, an error type, `canceled`).
-    pub state: String,
-    /// The verdict's decision and source.
-    pub decision: Option<String>,
+    pub state: Cow<'static, str>,
+    /// The verdict's decision (`allow`, `deny`, `canceled`).
+    pub decision: Option<Cow<'static, str>>,
     /// Where the verdict came from.
-    pub source: Option<String>,
+    pub source: Option<Cow<'static, str>>,
     /// Whether the cache answered.
     pub cache_hit: bool,
     /// Attempts made.
@@ -71,7 +72,7 @@ pub trait Store: ResultStore {
     /// Opens a journal row (before a non-read-only tool runs, committed before it runs).
     async fn journal_begin(&self, row: &JournalRow) -> Result<(), StoreError>;
     /// Closes a journal row with its outcome.
-    async fn journal_finish(&self, row: &JournalRow) -> Result<(), StoreError>;
+    async fn journal_finish(&self, row: JournalRow) -> Result<(), StoreError>;
     /// Whether the journal already holds this call id for the session.
     async fn journal_contains(&self, session: &SessionId, call: &CallId) -> Result<bool, StoreError>;
     /// Rows left `started` (after a crash: calls that may have run).
@@ -110,7 +111,7 @@ pub struct MemoryStore {
 
 #[derive(Debug, Default)]
 struct State {
-    journal: HashMap<(String, String), JournalRow>,
+    journal: HashMap<(SessionId, CallId), JournalRow>,
     grants: HashMap<String, Vec<(String, Option<SystemTime>)>>,
     cache: HashMap<String, (Value, SystemTime)>,
     memory: HashMap<String, BTreeMap<String, String>>,
@@ -141,24 +142,19 @@ impl ResultStore for MemoryStore {
 #[async_trait]
 impl Store for MemoryStore {
     async fn journal_begin(&self, row: &JournalRow) -> Result<(), StoreError> {
+        self.journal_finish(row.clone()).await
+    }
+    async fn journal_finish(&self, row: JournalRow) -> Result<(), StoreError> {
         let mut state = self.state();
         if state.journal.len() >= MAX_JOURNAL_ROWS {
             // Bounded in memory: finished rows go first; rows that may have run stay.
             state.journal.retain(|_, r| r.state == "started");
         }
-        state
-            .journal
-            .insert((row.session_id.clone(), row.call_id.clone()), row.clone());
+        state.journal.insert((row.session_id.clone(), row.call_id.clone()), row);
         Ok(())
     }
-    async fn journal_finish(&self, row: &JournalRow) -> Result<(), StoreError> {
-        self.journal_begin(row).await
-    }
     async fn journal_contains(&self, session: &SessionId, call: &CallId) -> Result<bool, StoreError> {
-        Ok(self
-            .state()
-            .journal
-            .contains_key(&(session.to_string(), call.to_string())))
+        Ok(self.state().journal.contains_key(&(session.clone(), call.clone())))
     }
     async fn journal_unfinished(&self) -> Result<Vec<JournalRow>, StoreError> {
         Ok(self
@@ -260,13 +256,15 @@ mod tests {
         let row = JournalRow {
             session_id: "s".into(),
             call_id: "c".into(),
+            turn_id: "t".into(),
+            tool: "x".into(),
             state: "started".into(),
             ..JournalRow::default()
         };
         s.journal_begin(&row).await.unwrap();
         assert!(s.journal_contains(&session, &CallId::new("c")).await.unwrap());
         assert_eq!(s.journal_unfinished().await.unwrap().len(), 1);
-        s.journal_finish(&JournalRow {
+        s.journal_finish(JournalRow {
             state: "success".into(),
             ..row
         })

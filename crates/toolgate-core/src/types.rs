@@ -12,6 +12,12 @@ macro_rules! id_type {
         #[serde(transparent)]
         pub struct $name(Arc<str>);
 
+        impl Default for $name {
+            fn default() -> Self {
+                Self::new("")
+            }
+        }
+
         impl $name {
             /// Wraps a string as this identifier.
             pub fn new(s: impl AsRef<str>) -> Self {

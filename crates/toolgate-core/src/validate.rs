@@ -43,6 +43,7 @@ pub struct Violation {
 /// A schema compiled once and reused for every call.
 pub struct CompiledSchema {
     schema: Value,
+    hash: u64,
     validator: jsonschema::Validator,
 }
 
@@ -71,6 +72,7 @@ impl CompiledSchema {
             .map_err(|e| format!("the tool's parameter schema does not compile: {e}"))?;
         Ok(Self {
             schema: schema.clone(),
+            hash: crate::guard::canonical_hash(schema),
             validator,
         })
     }
@@ -78,6 +80,11 @@ impl CompiledSchema {
     /// The schema it was compiled from.
     pub fn schema(&self) -> &Value {
         &self.schema
+    }
+
+    /// A hash of the schema's canonical form (cache keys change when a schema does).
+    pub fn hash(&self) -> u64 {
+        self.hash
     }
 
     /// Whether `value` satisfies the schema as it is.
