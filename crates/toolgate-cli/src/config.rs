@@ -22,6 +22,9 @@ pub struct Config {
     pub approval: Approval,
     /// `[exposure]`.
     pub exposure: Exposure,
+    /// `[mcp_servers.NAME]`: read (so a project file's servers can be refused while it is
+    /// untrusted), not yet connected to.
+    pub mcp_servers: toml::Table,
 }
 
 /// `[exposure]`.
@@ -101,16 +104,16 @@ pub struct Loaded {
 /// Loads and merges the configuration: the user file, the workspace's project file (in full when
 /// trusted, else only its deny and ask rules, with one warning), `--config FILE` (trusted: it was
 /// named), then `TOOLGATE_<SECTION>_<KEY>` variables.
-pub fn load(explicit: Option<&Path>, workspace: &Path) -> Result<Loaded> {
+pub fn load(explicit: Option<&Path>, workspace: &Path, subject_of: SubjectOf<'_>) -> Result<Loaded> {
     let mut merged = toml::Table::new();
     if let Some(user) = user_file().filter(|p| p.is_file()) {
-        merge(&mut merged, read_file(&user)?);
+        merge(&mut merged, read_file(&user, subject_of)?);
     }
     let mut untrusted_project = None;
     let project = workspace.join(crate::trust::PROJECT_FILE);
     let named = explicit.and_then(|p| std::fs::canonicalize(p).ok());
     if project.is_file() && std::fs::canonicalize(&project).ok() != named {
-        let table = read_file(&project)?;
+        let table = read_file(&project, subject_of)?;
         let bytes = std::fs::read(&project).with_context(|| format!("cannot read {}", project.display()))?;
         if crate::trust::is_trusted(workspace, &bytes) {
             merge(&mut merged, table);
@@ -137,7 +140,7 @@ pub fn load(explicit: Option<&Path>, workspace: &Path) -> Result<Loaded> {
         if !path.is_file() {
             bail!("the configuration file {} does not exist", path.display());
         }
-        merge(&mut merged, read_file(path)?);
+        merge(&mut merged, read_file(path, subject_of)?);
     }
     apply_env(&mut merged, std::env::vars())?;
     let config: Config = toml::Value::Table(merged)
@@ -174,10 +177,27 @@ fn ignored_parts(table: &toml::Table, permissions: &Permissions) -> Vec<&'static
     parts
 }
 
-fn read_file(path: &Path) -> Result<toml::Table> {
+/// The permission subject of a tool, by name (rule examples are checked against it).
+pub type SubjectOf<'a> = &'a dyn Fn(&str) -> Option<PermissionSubject>;
+
+fn read_file(path: &Path, subject_of: SubjectOf<'_>) -> Result<toml::Table> {
     let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
     // Checked alone first, so the error carries this file's line.
     let config = toml::from_str::<Config>(&text).map_err(|e| anyhow!("{}: {}", path.display(), describe(&e, &text)))?;
+    // Every rule parses and matches its examples, or the error names the line.
+    let rules = toml::from_str::<RuleSpans>(&text).unwrap_or_default();
+    for (list, entries) in [
+        ("allow", &rules.permissions.allow),
+        ("ask", &rules.permissions.ask),
+        ("deny", &rules.permissions.deny),
+    ] {
+        for entry in entries {
+            if let Err(e) = entry.get_ref().compile(subject_of) {
+                let line = text[..entry.span().start.min(text.len())].matches('\n').count() + 1;
+                bail!("{}: line {line}: permissions.{list}: {e}", path.display());
+            }
+        }
+    }
     let hooks = config.hooks.pre_tool_use.iter().chain(&config.hooks.post_tool_use);
     let spans = toml::from_str::<MatcherSpans>(&text).unwrap_or_default();
     let spans = spans.hooks.pre_tool_use.iter().chain(&spans.hooks.post_tool_use);
@@ -190,6 +210,23 @@ fn read_file(path: &Path) -> Result<toml::Table> {
     }
     text.parse::<toml::Table>()
         .map_err(|e| anyhow!("{}: {}", path.display(), one_line(&e.to_string())))
+}
+
+/// Where each rule stands in a file, for error lines.
+#[derive(Default, Deserialize)]
+struct RuleSpans {
+    #[serde(default)]
+    permissions: PermissionSpans,
+}
+
+#[derive(Default, Deserialize)]
+struct PermissionSpans {
+    #[serde(default)]
+    allow: Vec<toml::Spanned<RuleEntry>>,
+    #[serde(default)]
+    ask: Vec<toml::Spanned<RuleEntry>>,
+    #[serde(default)]
+    deny: Vec<toml::Spanned<RuleEntry>>,
 }
 
 /// Where each hook's matcher stands in a file, for error lines.
@@ -309,7 +346,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("t.toml");
         std::fs::write(&path, "[engine]\ntimeout_ms = 10\nno_such_key = 1\n").unwrap();
-        let err = read_file(&path).unwrap_err().to_string();
+        let err = read_file(&path, &|_| None).unwrap_err().to_string();
         assert!(
             err.contains("t.toml") && err.contains("line 3") && err.contains("no_such_key"),
             "{err}"

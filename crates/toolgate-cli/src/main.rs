@@ -133,20 +133,25 @@ async fn run(cli: Cli) -> Result<ExitCode> {
     if !workspace.is_dir() {
         bail!("the workspace {} is not a directory", workspace.display());
     }
-    let config::Loaded {
-        config,
-        untrusted_project,
-    } = config::load(cli.config.as_deref(), &workspace)?;
     let mut registry = Registry::new();
     for tool in toolgate_tools::builtin_tools() {
         registry.register(tool);
     }
     let subject_of = |name: &str| registry.get(name).map(|e| e.tool().spec().subject.clone());
+    let config::Loaded {
+        config,
+        untrusted_project,
+    } = config::load(cli.config.as_deref(), &workspace, &subject_of)?;
     // Trusted files (user, trusted project, --config) merge into one layer; an untrusted project
     // file contributes only its deny and ask rules.
     let mut layers = vec![config.permissions.layer(LayerSource::User, &subject_of)?];
     if let Some(project) = &untrusted_project {
         layers.insert(0, project.layer(LayerSource::Project, &subject_of)?);
+    }
+    if !config.mcp_servers.is_empty() {
+        eprintln!(
+            "toolgate: warning: [mcp_servers] are configured, but this version does not connect to MCP servers yet"
+        );
     }
     let hooks = hooks::build(&config.hooks).map_err(|e| anyhow!("invalid configuration: {e}"))?;
     let mut engine_config = config.engine;

@@ -422,7 +422,7 @@ fn an_untrusted_project_file_only_denies_and_asks_until_trusted() {
     let project = ws.path().join("toolgate.toml");
     std::fs::write(
         &project,
-        "[permissions]\nallow = [\"write_file\"]\ndeny = [\"write_file(locked/**)\"]\nyolo = true\n",
+        "[permissions]\nallow = [\"write_file\"]\ndeny = [\"write_file(locked/**)\"]\nyolo = true\n\n[mcp_servers.evil]\ncommand = \"sh\"\n",
     )
     .unwrap();
     let write = |path: &str| {
@@ -437,7 +437,10 @@ fn an_untrusted_project_file_only_denies_and_asks_until_trusted() {
     assert_eq!(json_out(&out)["error"]["source"], "non_interactive_deny");
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(stderr.matches("toolgate trust").count(), 1, "{stderr}");
-    assert!(stderr.contains("allow rules") && stderr.contains("yolo"), "{stderr}");
+    assert!(
+        stderr.contains("allow rules") && stderr.contains("yolo") && stderr.contains("MCP servers"),
+        "{stderr}"
+    );
     // Its deny rule applies, even to --yes.
     let args = json!({"path": "locked/a.txt", "content": "x"}).to_string();
     let out = toolgate(ws.path())
