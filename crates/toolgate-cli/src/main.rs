@@ -13,7 +13,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 use toolgate_core::permit::{ApproveAll, Approver, Policy};
-use toolgate_core::rules::LayerSource;
+use toolgate_core::rules::{Layer, LayerSource};
 use toolgate_core::{
     Answer, CallId, Engine, Format, Outcome, Registry, Session, SessionId, SessionOptions, ToolCall, TurnOptions,
     TurnStatus,
@@ -144,7 +144,11 @@ async fn run(cli: Cli) -> Result<ExitCode> {
     } = config::load(cli.config.as_deref(), &workspace, &subject_of)?;
     // Trusted files (user, trusted project, --config) merge into one layer; an untrusted project
     // file contributes only its deny and ask rules.
-    let mut layers = vec![config.permissions.layer(LayerSource::User, &subject_of)?];
+    // Built-in defaults come last: none yet beyond the read-only hint in decide().
+    let mut layers = vec![
+        config.permissions.layer(LayerSource::User, &subject_of)?,
+        Layer::new(LayerSource::Default),
+    ];
     if let Some(project) = &untrusted_project {
         layers.insert(0, project.layer(LayerSource::Project, &subject_of)?);
     }
