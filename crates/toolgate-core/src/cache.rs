@@ -44,20 +44,16 @@ impl ResultCache {
 
     /// The cached value for `key`, or the result of `init`, which runs once for concurrent
     /// callers of the same key; an `Err` is returned to every waiter and not cached.
-    pub async fn get_or_run<F, E>(&self, key: String, ttl: Duration, init: F) -> Result<(Arc<Cached>, bool), Arc<E>>
+    pub async fn get_or_run<F, E>(&self, key: String, ttl: Duration, init: F) -> Result<Arc<Cached>, Arc<E>>
     where
         F: Future<Output = Result<Value, E>>,
         E: Send + Sync + 'static,
     {
-        let ran = std::sync::atomic::AtomicBool::new(false);
-        let value = self
-            .entries
+        self.entries
             .try_get_with(key, async {
-                ran.store(true, std::sync::atomic::Ordering::SeqCst);
                 init.await.map(|content| Arc::new(Cached { content, ttl }))
             })
-            .await?;
-        Ok((value, !ran.load(std::sync::atomic::Ordering::SeqCst)))
+            .await
     }
 }
 

@@ -333,6 +333,15 @@ impl Engine {
         }
     }
 
+    /// The provider-safe names of the tools exposed this turn, sorted.
+    fn exposed_names(&self, turn: &TurnState) -> Vec<String> {
+        self.registry
+            .entries()
+            .filter(|e| self.exposure(e, turn).is_ok())
+            .map(|e| e.provider_name().to_owned())
+            .collect()
+    }
+
     /// Narrowed schemas, compiled once and reused (keyed by their canonical JSON).
     fn compile_narrowed(&self, schema: &Value) -> Result<Arc<CompiledSchema>, String> {
         let mut key = String::new();
@@ -651,12 +660,8 @@ impl Engine {
         }
         // 3. lookup
         let Some(entry) = self.registry.get(call.name.as_str()) else {
-            let candidates = self
-                .registry
-                .entries()
-                .filter(|e| turn.exposes(e.name()))
-                .map(|e| e.provider_name());
-            let suggestions = Registry::suggestions(call.name.as_str(), candidates);
+            let exposed = self.exposed_names(turn);
+            let suggestions = Registry::suggestions(call.name.as_str(), exposed.iter().map(String::as_str));
             let mut message = format!("There is no tool named {:?}.", call.name.as_str());
             if !suggestions.is_empty() {
                 message.push_str(&format!(" Did you mean {}?", quote_list(&suggestions)));
@@ -704,12 +709,7 @@ impl Engine {
         let exposed = match self.exposure(entry, turn) {
             Ok(exposed) => exposed,
             Err(why) => {
-                let allowed: Vec<String> = self
-                    .registry
-                    .entries()
-                    .filter(|e| self.exposure(e, turn).is_ok())
-                    .map(|e| e.provider_name().to_owned())
-                    .collect();
+                let allowed = self.exposed_names(turn);
                 return fail(
                     CallError::new(
                         ErrorKind::NotAvailable,
@@ -925,7 +925,7 @@ impl Engine {
             workspace: session.workspace.clone(),
             principal: session.principal.clone(),
             progress: ProgressSink::default(),
-            results: session.results.clone(),
+            results: session.store.clone(),
         };
         let policy = ExecPolicy {
             timeout: spec.timeout.unwrap_or(Duration::from_millis(self.config.timeout_ms)),
@@ -1026,7 +1026,7 @@ impl Engine {
         let size = json_size(&content);
         let content = if size > budget {
             let full = Arc::new(content);
-            let handle = session.results.put(&session.id, full.clone(), size).await;
+            let handle = session.store.put(&session.id, full.clone(), size).await;
             let t = truncate(&full, budget, Some(&handle));
             stats.truncated = t.truncated;
             t.value
@@ -1103,15 +1103,22 @@ impl Engine {
                 return (hit(content), true);
             }
             let report = run().await;
-            if let Ok(output) = &report.result
-                && output.restart.is_none()
-                && let Err(e) = session.store.cache_put(&key, &output.content, plan.ttl).await
+            if let Some(content) = cacheable(&report)
+                && let Err(e) = session.store.cache_put(&key, &content, plan.ttl).await
             {
                 tracing::warn!(error = %e, "could not store the cache entry");
             }
             return (report, false);
         }
-        if plan.scope == CacheScope::Turn {
+        // The report of a run that happened here, so a miss is reported as what it was.
+        let mut ran: Option<ExecReport> = None;
+        let run_once = async {
+            let report = run().await;
+            let cacheable = cacheable(&report);
+            ran = Some(report.clone());
+            cacheable.ok_or(report)
+        };
+        let outcome = if plan.scope == CacheScope::Turn {
             // Turn entries live and die with the turn.
             let cell = turn
                 .cache
@@ -1120,36 +1127,17 @@ impl Engine {
                 .entry(key)
                 .or_default()
                 .clone();
-            let mut ran = false;
-            let outcome = cell
-                .get_or_try_init(|| async {
-                    ran = true;
-                    let report = run().await;
-                    match report.result {
-                        Ok(ref output) if output.restart.is_none() => Ok(output.content.clone()),
-                        _ => Err(report),
-                    }
-                })
-                .await;
-            return match outcome {
-                Ok(content) => (hit(content.clone()), !ran),
-                Err(report) => (report, false),
-            };
-        }
-        // Failures (and restarts) travel as the error so they are never cached.
-        let outcome = self
-            .cache
-            .get_or_run(key, plan.ttl, async {
-                let report = run().await;
-                match report.result {
-                    Ok(ref output) if output.restart.is_none() => Ok(output.content.clone()),
-                    _ => Err(report),
-                }
-            })
-            .await;
-        match outcome {
-            Ok((cached, was_hit)) => (hit(cached.content.clone()), was_hit),
-            Err(report) => ((*report).clone(), false),
+            cell.get_or_try_init(|| run_once).await.cloned().map_err(Arc::new)
+        } else {
+            self.cache
+                .get_or_run(key, plan.ttl, run_once)
+                .await
+                .map(|cached| cached.content.clone())
+        };
+        match (outcome, ran) {
+            (_, Some(report)) => (report, false),
+            (Ok(content), None) => (hit(content), true),
+            (Err(report), None) => ((*report).clone(), false),
         }
     }
 
@@ -1345,6 +1333,14 @@ fn error_entry(id: &CallId, name: &str, error: &CallError) -> ToolResult {
         content: error.to_json(),
         is_error: true,
         error_kind: Some(error.kind),
+    }
+}
+
+/// What a run leaves in the cache: a success's untruncated content; failures and restarts never.
+fn cacheable(report: &ExecReport) -> Option<Value> {
+    match &report.result {
+        Ok(output) if output.restart.is_none() => Some(output.content.clone()),
+        _ => None,
     }
 }
 

@@ -165,7 +165,9 @@ fn parse_text(text: &str, cut_off: bool) -> Result<(Map<String, Value>, Option<R
         }
         Err(_) => {}
     }
-    let (value, repair) = repair_json(text)?;
+    // The strict parse above failed: straight to repair.
+    let (value, repair) = repair_broken(text)?;
+    let repair = Some(repair);
     if cut_off && repair.as_ref().is_some_and(|r| r.completed_cut_off) {
         return Err("The arguments were cut off by the model's output token limit. Reissue the call with complete (or shorter) arguments.".into());
     }
@@ -185,6 +187,11 @@ pub fn repair_json(text: &str) -> Result<(Value, Option<Repair>), String> {
     if let Ok(v) = serde_json::from_str::<Value>(text) {
         return Ok((v, None));
     }
+    repair_broken(text).map(|(v, r)| (v, Some(r)))
+}
+
+/// Repairs text the strict parser refused, naming what was done.
+fn repair_broken(text: &str) -> Result<(Value, Repair), String> {
     let (mut value, repairs) = crate::lenient::read(text, MAX_DEPTH).map_err(|e| {
         format!("The arguments are not valid JSON and could not be repaired ({e}). Call again with valid JSON.")
     })?;
@@ -200,11 +207,11 @@ pub fn repair_json(text: &str) -> Result<(Value, Option<Repair>), String> {
     }
     Ok((
         value,
-        Some(Repair {
+        Repair {
             actions,
             completed_cut_off: repairs.completed_cut_off,
             raw: text.to_owned(),
-        }),
+        },
     ))
 }
 

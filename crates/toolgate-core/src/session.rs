@@ -4,7 +4,7 @@
 use crate::config::EngineConfig;
 use crate::guard::LoopDetector;
 use crate::permit::{Approver, DenyAll, Policy};
-use crate::result::{MemoryResults, ResultStore};
+use crate::result::ResultStore;
 use crate::rules::{Layer, LayerSource, Rule};
 use crate::store::{MemoryStore, Store, StoreError};
 use crate::types::{Principal, SessionId};
@@ -23,7 +23,8 @@ pub struct SessionOptions {
     pub workspace: PathBuf,
     /// Who answers asks (default: nobody — asks are refused as `non_interactive_deny`).
     pub approver: Arc<dyn Approver>,
-    /// Where the session's state is kept (default: in memory).
+    /// Where the session's state is kept, full results included (default: in memory, results
+    /// bounded by the engine config).
     pub store: Option<Arc<dyn Store>>,
     /// Session-wide permission switches.
     pub policy: Policy,
@@ -50,7 +51,6 @@ pub struct Session {
     /// The workspace as text (cache keys, hook events).
     pub(crate) workspace_text: Arc<str>,
     pub(crate) approver: Arc<dyn Approver>,
-    pub(crate) results: Arc<dyn ResultStore>,
     pub(crate) store: Arc<dyn Store>,
     pub(crate) policy: Policy,
     /// Rules granted by approvals during this session.
@@ -75,14 +75,12 @@ impl Session {
             workspace_text: Arc::from(workspace.display().to_string()),
             workspace: Arc::from(workspace.as_path()),
             approver: options.approver,
-            results: match &options.store {
-                Some(store) => store.clone(),
-                None => Arc::new(MemoryResults::new(
+            store: options.store.unwrap_or_else(|| {
+                Arc::new(MemoryStore::with_result_limits(
                     config.results_per_session,
                     config.results_bytes_per_session,
-                )),
-            },
-            store: options.store.unwrap_or_else(|| Arc::new(MemoryStore::new())),
+                ))
+            }),
             policy: options.policy,
             grants: std::sync::RwLock::new(Layer::new(LayerSource::Session)),
             kill: Mutex::new(CancellationToken::new()),
@@ -107,9 +105,9 @@ impl Session {
         &self.workspace
     }
 
-    /// Where full results are kept.
-    pub fn results(&self) -> &Arc<dyn ResultStore> {
-        &self.results
+    /// Where full results are kept (the session's store).
+    pub fn results(&self) -> Arc<dyn ResultStore> {
+        self.store.clone()
     }
 
     /// Grants a rule for the rest of the session (an approval answer), in the store too.

@@ -124,6 +124,14 @@ impl MemoryStore {
         Self::default()
     }
 
+    /// An empty store keeping at most `entries` full results and `bytes` per session.
+    pub fn with_result_limits(entries: usize, bytes: usize) -> Self {
+        Self {
+            results: crate::result::MemoryResults::new(entries, bytes),
+            state: Mutex::default(),
+        }
+    }
+
     fn state(&self) -> std::sync::MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }

@@ -58,11 +58,23 @@ async fn concurrent_identical_calls_run_once_and_hits_are_marked() {
         turn.outcomes[0].entry().unwrap().content,
         turn.outcomes[1].entry().unwrap().content
     );
-    let hits = drain(&mut h.events)
+    let finished: Vec<(bool, u32)> = drain(&mut h.events)
         .into_iter()
-        .filter(|e| matches!(e, Event::CallFinished { cache_hit: true, .. }))
-        .count();
-    assert_eq!(hits, 1);
+        .filter_map(|e| match e {
+            Event::CallFinished {
+                cache_hit, attempts, ..
+            } => Some((cache_hit, attempts)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(finished.iter().filter(|(hit, _)| *hit).count(), 1);
+    // A miss ran the tool and says so; a hit did not.
+    assert!(
+        finished
+            .iter()
+            .all(|(hit, attempts)| *attempts == if *hit { 0 } else { 1 }),
+        "{finished:?}"
+    );
     // Turn scope: the next turn runs again.
     h.engine
         .run_turn(
