@@ -57,6 +57,8 @@ pub struct EngineConfig {
     pub features: Vec<String>,
     /// Turns a tool that succeeded in deliberate mode stays exposed after it.
     pub deliberate_retain_turns: u32,
+    /// Keep the (redacted) arguments in the journal; off keeps only their hash.
+    pub audit_arguments: bool,
 }
 
 impl Default for EngineConfig {
@@ -81,6 +83,7 @@ impl Default for EngineConfig {
             trace_content: false,
             features: Vec::new(),
             deliberate_retain_turns: 2,
+            audit_arguments: true,
         }
     }
 }

@@ -10,6 +10,7 @@ use crate::formats::{self, Answer, CallEcho, Format, ToolResult, ToolView};
 use crate::hooks::{self, Hook, HookDecision, HookEvent};
 use crate::parse::{self, Malformed};
 use crate::permit::{Answer as Approval, ApprovalRequest, Decision, Source, Verdict, decide, suggested_rule};
+use crate::redact::{redact_text, redact_value};
 use crate::registry::{Entry, Registry, provider_safe};
 use crate::result::{json_size, normalize_empty, truncate};
 use crate::rules::Rule;
@@ -673,15 +674,19 @@ impl Engine {
         };
         let outcome = self.pipeline_known(session, turn, &call, entry, &mut stats).await;
         if let Some(mut row) = stats.journal.take() {
-            row.state = match &outcome {
-                Outcome::Recorded { success: true, .. } | Outcome::Restart { .. } => "success".into(),
-                other => other
-                    .entry()
-                    .and_then(|e| e.error_kind)
-                    .map_or("failed", ErrorKind::as_str)
-                    .into(),
+            let kind = match &outcome {
+                Outcome::Recorded { success: true, .. } | Outcome::Restart { .. } => None,
+                other => other.entry().and_then(|e| e.error_kind),
             };
+            row.state = match kind {
+                None => "success",
+                Some(ErrorKind::Canceled) => "canceled",
+                Some(_) => "error",
+            }
+            .into();
+            row.error_type = kind.map(|k| k.as_str().into());
             row.may_have_run = row.state == "canceled" && stats.attempts > 0;
+            row.finished_at = Some(std::time::SystemTime::now());
             row.attempts = stats.attempts;
             row.waiting_ms = stats.waiting.as_millis() as u64;
             row.running_ms = stats.running.as_millis() as u64;
@@ -744,6 +749,21 @@ impl Engine {
             ..call.clone()
         };
         // 6. guards (per call): the per-turn cap is checked and counted where the call reaches execution.
+        // From here on the call has a journal row, written when it ends (or, for a tool that is not
+        // read-only, committed before it runs).
+        stats.journal = Some(JournalRow {
+            session_id: session.id.clone(),
+            call_id: call.id.clone(),
+            turn_id: turn.id.clone(),
+            tool: entry.name().clone(),
+            arguments_hash: crate::guard::canonical_hash(&args),
+            arguments: self.config.audit_arguments.then(|| redact_value(&args)),
+            repaired: call.repair.is_some(),
+            raw: call.repair.as_ref().map(|r| redact_text(&r.raw).into_owned()),
+            state: "started".into(),
+            started_at: Some(std::time::SystemTime::now()),
+            ..JournalRow::default()
+        });
         // 7. permission
         let decide_now = |call: &ToolCall| {
             let grants = session.grants.read().unwrap_or_else(|p| p.into_inner());
@@ -757,6 +777,13 @@ impl Engine {
             let event = self.hook_event(session, &call, name, "PreToolUse", None);
             let merged = hooks::run_pre(&self.hooks, &event).await;
             context = merged.additional_context;
+            if let Some(row) = stats.journal.as_mut() {
+                row.hooks = Some(serde_json::json!({"pre": {
+                    "decision": merged.decision.as_ref().map(|(d, _)| d.as_str()),
+                    "reason": merged.decision.as_ref().map(|(_, r)| redact_text(r).into_owned()),
+                    "rewrote": merged.updated_input.is_some(),
+                }}));
+            }
             if let Some(input) = merged.updated_input {
                 // Rewritten input is validated against this turn's schema, then decided again.
                 let mut rewritten = Value::Object(input);
@@ -771,6 +798,10 @@ impl Engine {
                     call.arguments = m;
                 }
                 args = call.arguments_value();
+                if let Some(row) = stats.journal.as_mut() {
+                    row.arguments_hash = crate::guard::canonical_hash(&args);
+                    row.arguments = self.config.audit_arguments.then(|| redact_value(&args));
+                }
                 decision = decide_now(&call);
             }
             match merged.decision {
@@ -823,6 +854,10 @@ impl Engine {
                 .await;
         }
         tracing::debug!(call_id = %call.id, decision = decision_str, source = source.as_str(), "permission verdict");
+        if let Some(row) = stats.journal.as_mut() {
+            row.decision = Some(decision_str.into());
+            row.source = Some(source.as_str().into());
+        }
         if !allowed {
             return match source {
                 Source::ContextCanceled => self.abort_with(
@@ -875,23 +910,14 @@ impl Engine {
         }
         // The journal row: committed before a tool that is not read-only runs, and a call id
         // the journal already holds is never run a second time.
-        let row = JournalRow {
-            session_id: session.id.clone(),
-            call_id: call.id.clone(),
-            turn_id: turn.id.clone(),
-            tool: entry.name().clone(),
-            arguments_hash: crate::guard::canonical_hash(&args),
-            repaired: call.repair.is_some(),
-            state: "started".into(),
-            decision: Some(decision_str.into()),
-            source: Some(source.as_str().into()),
-            started_at: Some(std::time::SystemTime::now()),
-            ..JournalRow::default()
-        };
-        if !spec.annotations.read_only {
+        if !spec.annotations.read_only
+            && let Some(row) = stats.journal.as_ref()
+        {
             match session.store.journal_contains(&session.id, &call.id).await {
                 Ok(false) => {}
                 Ok(true) => {
+                    // The row already there is the call's record; this refusal writes none.
+                    stats.journal = None;
                     return fail(CallError::new(
                         ErrorKind::ExecutionFailed,
                         format!(
@@ -907,14 +933,13 @@ impl Engine {
                     ));
                 }
             }
-            if let Err(e) = session.store.journal_begin(&row).await {
+            if let Err(e) = session.store.journal_begin(row).await {
                 return fail(CallError::new(
                     ErrorKind::ExecutionFailed,
                     format!("The call was not run: {e}."),
                 ));
             }
         }
-        stats.journal = Some(row);
         // 10. execute (inside stage 9 when the tool is cacheable)
         let kill = session.kill_token();
         let ctx = ToolContext {
@@ -1039,6 +1064,18 @@ impl Engine {
         if !self.hooks.is_empty() {
             let event = self.hook_event(session, call, name, "PostToolUse", Some(content.clone()));
             let merged = hooks::run_post(&self.hooks, &event).await;
+            if let Some(row) = stats.journal.as_mut() {
+                let post = serde_json::json!({
+                    "replaced": merged.replacement.is_some(),
+                    "stop": merged.stop.as_deref().map(|m| redact_text(m).into_owned()),
+                });
+                match row.hooks.as_mut().and_then(Value::as_object_mut) {
+                    Some(hooks) => {
+                        hooks.insert("post".into(), post);
+                    }
+                    None => row.hooks = Some(serde_json::json!({ "post": post })),
+                }
+            }
             if let Some(replacement) = merged.replacement {
                 content = truncate(&normalize_empty(replacement), budget, None).value;
             }

@@ -38,6 +38,17 @@ pub enum HookDecision {
     Deny,
 }
 
+impl HookDecision {
+    /// `allow`, `ask` or `deny`.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Self::Allow => "allow",
+            Self::Ask => "ask",
+            Self::Deny => "deny",
+        }
+    }
+}
+
 /// What one pre hook said.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct PreHookOutput {

@@ -56,6 +56,7 @@ pub mod hooks;
 pub mod lenient;
 pub mod parse;
 pub mod permit;
+pub mod redact;
 pub mod registry;
 pub mod result;
 pub mod rules;

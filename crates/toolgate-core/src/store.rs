@@ -31,14 +31,22 @@ pub struct JournalRow {
     pub tool: ToolName,
     /// A hash of the canonical arguments.
     pub arguments_hash: u64,
+    /// The arguments, secrets redacted (`None` when `[audit] store_arguments = false`).
+    pub arguments: Option<Value>,
     /// Whether stage 1 repaired the call.
     pub repaired: bool,
-    /// `started`, then the outcome (`success`, an error type, `canceled`).
+    /// The model's text before the repair, secrets redacted (repaired calls only).
+    pub raw: Option<String>,
+    /// `started` while the tool may be running, then the outcome: `success`, `error` or `canceled`.
     pub state: Cow<'static, str>,
+    /// The error type of a call that did not succeed (`permission_denied`, `timeout`, …).
+    pub error_type: Option<Cow<'static, str>>,
     /// The verdict's decision (`allow`, `deny`, `canceled`).
     pub decision: Option<Cow<'static, str>>,
     /// Where the verdict came from.
     pub source: Option<Cow<'static, str>>,
+    /// What the hooks said: `{"pre": {"decision", "reason", "rewrote"}, "post": {"replaced", "stop"}}`.
+    pub hooks: Option<Value>,
     /// Whether the cache answered.
     pub cache_hit: bool,
     /// Attempts made.
@@ -51,6 +59,38 @@ pub struct JournalRow {
     pub running_ms: u64,
     /// Whether the tool may have run (a row closed `canceled` after it started).
     pub may_have_run: bool,
+    /// When the row was closed.
+    pub finished_at: Option<SystemTime>,
+}
+
+impl JournalRow {
+    /// Whether the row matches a filter (the in-memory form of the stores' query).
+    pub fn matches(&self, filter: &JournalFilter) -> bool {
+        filter.session.as_ref().is_none_or(|s| s == &self.session_id)
+            && filter.tool.as_deref().is_none_or(|t| t == self.tool.as_str())
+            && filter
+                .since
+                .is_none_or(|since| self.started_at.is_some_and(|at| at >= since))
+            && filter
+                .outcome
+                .as_deref()
+                .is_none_or(|o| o == self.state || self.error_type.as_deref() == Some(o))
+    }
+}
+
+/// Which journal rows to list; every field narrows, none means all.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct JournalFilter {
+    /// One session.
+    pub session: Option<SessionId>,
+    /// One tool.
+    pub tool: Option<String>,
+    /// Rows started at or after this time.
+    pub since: Option<SystemTime>,
+    /// An outcome (`started`, `success`, `error`, `canceled`) or an error type (`timeout`, …).
+    pub outcome: Option<String>,
+    /// At most this many rows (0: no limit).
+    pub limit: usize,
 }
 
 /// A pending approval, so any replica can answer it.
@@ -77,6 +117,14 @@ pub trait Store: ResultStore {
     async fn journal_contains(&self, session: &SessionId, call: &CallId) -> Result<bool, StoreError>;
     /// Rows left `started` (after a crash: calls that may have run).
     async fn journal_unfinished(&self) -> Result<Vec<JournalRow>, StoreError>;
+    /// Journal rows matching the filter, newest first.
+    async fn journal_list(&self, filter: &JournalFilter) -> Result<Vec<JournalRow>, StoreError>;
+    /// Deletes finished rows started before `before` (retention); returns how many went.
+    async fn journal_prune(&self, before: SystemTime) -> Result<u64, StoreError>;
+    /// Waits until every write made so far is durable (before a process exits).
+    async fn flush(&self) -> Result<(), StoreError> {
+        Ok(())
+    }
     /// Records a grant (a rule's text) for the session, until `expires`.
     async fn grant_put(&self, session: &SessionId, rule: &str, expires: Option<SystemTime>) -> Result<(), StoreError>;
     /// The session's grants that have not expired.
@@ -172,6 +220,28 @@ impl Store for MemoryStore {
             .filter(|r| r.state == "started")
             .cloned()
             .collect())
+    }
+    async fn journal_list(&self, filter: &JournalFilter) -> Result<Vec<JournalRow>, StoreError> {
+        let mut rows: Vec<JournalRow> = self
+            .state()
+            .journal
+            .values()
+            .filter(|r| r.matches(filter))
+            .cloned()
+            .collect();
+        rows.sort_by(|a, b| b.started_at.cmp(&a.started_at).then_with(|| b.call_id.cmp(&a.call_id)));
+        if filter.limit > 0 {
+            rows.truncate(filter.limit);
+        }
+        Ok(rows)
+    }
+    async fn journal_prune(&self, before: SystemTime) -> Result<u64, StoreError> {
+        let mut state = self.state();
+        let n = state.journal.len();
+        state
+            .journal
+            .retain(|_, r| r.state == "started" || r.started_at.is_none_or(|at| at >= before));
+        Ok((n - state.journal.len()) as u64)
     }
     async fn grant_put(&self, session: &SessionId, rule: &str, expires: Option<SystemTime>) -> Result<(), StoreError> {
         self.state()

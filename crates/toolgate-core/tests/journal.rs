@@ -66,3 +66,100 @@ async fn the_row_is_committed_before_the_tool_runs_and_closed_after() {
     assert_eq!(e["type"], "execution_failed");
     assert!(e["message"].as_str().unwrap().contains("never run twice"));
 }
+
+fn session_on(
+    h: &Harness,
+    store: Arc<MemoryStore>,
+    approver: Arc<dyn toolgate_core::permit::Approver>,
+) -> Arc<toolgate_core::Session> {
+    Arc::new(toolgate_core::Session::new(
+        h.engine.config(),
+        toolgate_core::SessionOptions {
+            store: Some(store),
+            approver,
+            ..Default::default()
+        },
+    ))
+}
+
+async fn row(store: &MemoryStore, id: &str) -> toolgate_core::store::JournalRow {
+    let rows = store
+        .journal_list(&toolgate_core::store::JournalFilter::default())
+        .await
+        .unwrap();
+    rows.into_iter()
+        .find(|r| r.call_id.as_str() == id)
+        .unwrap_or_else(|| panic!("no row for {id}"))
+}
+
+#[tokio::test]
+async fn rows_record_the_decision_the_outcome_and_redacted_arguments() {
+    let store = Arc::new(MemoryStore::new());
+    let mut h = harness(
+        vec![echo("look", read_only()), echo("change", writer())],
+        EngineConfig::default(),
+    );
+    // Nobody approves: the writer's default ask becomes a refusal, which still gets a row.
+    h.session = session_on(&h, store.clone(), Arc::new(toolgate_core::permit::DenyAll));
+    let answer = openai_answer(&[
+        ("r1", "look", r#"{"q": "x", "api_key": "sk-abcdefghijklmnopqrstu"}"#),
+        (
+            "w1",
+            "change",
+            r#"{"cmd": "curl -H 'Authorization: Bearer abcdefgh12345678' x"}"#,
+        ),
+        ("r2", "look", r#"{"password": "hunter2",}"#),
+    ]);
+    h.engine.run_turn(&h.session, &answer, TurnOptions::default()).await;
+
+    let r1 = row(&store, "r1").await;
+    assert_eq!((r1.state.as_ref(), r1.error_type.as_deref()), ("success", None));
+    assert_eq!(r1.decision.as_deref(), Some("allow"));
+    assert_eq!(r1.arguments, Some(json!({"q": "x", "api_key": "[REDACTED]"})));
+    assert!(!r1.repaired && r1.raw.is_none());
+    assert!(r1.finished_at.is_some() && r1.started_at.is_some());
+
+    let w1 = row(&store, "w1").await;
+    assert_eq!(
+        (w1.state.as_ref(), w1.error_type.as_deref()),
+        ("error", Some("permission_denied"))
+    );
+    assert_eq!(
+        (w1.decision.as_deref(), w1.source.as_deref()),
+        (Some("deny"), Some("non_interactive_deny"))
+    );
+    assert_eq!(w1.attempts, 0);
+    let cmd = w1.arguments.as_ref().unwrap()["cmd"].as_str().unwrap().to_owned();
+    assert!(!cmd.contains("abcdefgh12345678") && cmd.contains("[REDACTED]"), "{cmd}");
+
+    // A repaired call keeps its raw text, redacted too.
+    let r2 = row(&store, "r2").await;
+    assert!(r2.repaired);
+    let raw = r2.raw.unwrap();
+    assert!(raw.contains("password") && !raw.contains("hunter2"), "{raw}");
+}
+
+#[tokio::test]
+async fn store_arguments_off_keeps_only_the_hash_and_a_refused_rerun_writes_nothing() {
+    let store = Arc::new(MemoryStore::new());
+    let config = EngineConfig {
+        audit_arguments: false,
+        ..EngineConfig::default()
+    };
+    let mut h = harness(vec![echo("change", writer())], config);
+    h.session = session_on(&h, store.clone(), Arc::new(toolgate_core::permit::ApproveAll));
+    let answer = openai_answer(&[("c1", "change", r#"{"n": 1}"#)]);
+    h.engine.run_turn(&h.session, &answer, TurnOptions::default()).await;
+    let first = row(&store, "c1").await;
+    assert_eq!(first.arguments, None);
+    assert_ne!(first.arguments_hash, 0);
+    assert_eq!((first.state.as_ref(), first.attempts), ("success", 1));
+
+    let again = h.engine.run_turn(&h.session, &answer, TurnOptions::default()).await;
+    assert_eq!(error_type(&again.outcomes[0]).as_deref(), Some("execution_failed"));
+    assert_eq!(
+        row(&store, "c1").await,
+        first,
+        "the refusal left the original row alone"
+    );
+}

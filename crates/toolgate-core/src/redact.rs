@@ -1,0 +1,207 @@
+//! Secret redaction: arguments and raw call text lose API keys, bearer tokens and passwords
+//! before they are stored in the journal or traced. Two tests decide what is a secret: the key
+//! it is stored under (`password`, `api_key`, `Authorization`, `*_token`, …) and the shape of the
+//! text itself (`sk-…`, `ghp_…`, `AKIA…`, JWTs, `Bearer …`, `user:pass@` in URLs, private keys).
+
+use regex::{Regex, RegexSet};
+use serde_json::Value;
+use std::borrow::Cow;
+use std::sync::OnceLock;
+
+/// What a secret is replaced with.
+pub const REDACTED: &str = "[REDACTED]";
+
+/// Token shapes, each with what replaces a match (`$k` keeps a captured key name).
+const SHAPES: &[(&str, &str)] = &[
+    (
+        r"-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?(?:-----END [A-Z ]*PRIVATE KEY-----|$)",
+        REDACTED,
+    ),
+    (r"\bsk-(?:ant-|proj-|live-|test-)?[A-Za-z0-9_\-]{16,}", REDACTED),
+    (
+        r"\b(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,})",
+        REDACTED,
+    ),
+    (r"\bglpat-[A-Za-z0-9_\-]{20,}", REDACTED),
+    (r"\bxox[abprs]-[A-Za-z0-9\-]{10,}", REDACTED),
+    (r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b", REDACTED),
+    (r"\bAIza[0-9A-Za-z_\-]{35}", REDACTED),
+    (
+        r"\beyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}",
+        REDACTED,
+    ),
+    (
+        r"(?i)\b(?P<k>bearer|basic|token)\s+[A-Za-z0-9._~+/\-]{8,}=*",
+        "$k [REDACTED]",
+    ),
+    (r"(?P<k>://[^/\s:@]+:)[^/\s@]+@", "${k}[REDACTED]@"),
+    (
+        r#"(?i)(?P<k>\b(?:[a-z0-9]+[_\-])*(?:password|passwd|passphrase|pwd|secret|api[_\-]?key|apikey|access[_\-]?key|auth[_\-]?token|access[_\-]?token|refresh[_\-]?token|token|authorization|x-api-key|private[_\-]?key|client[_\-]?secret)["']?\s*[:=]\s*["']?)[^\s"'&,;}]+"#,
+        "${k}[REDACTED]",
+    ),
+    (
+        r"(?i)(?P<k>--?(?:password|passwd|token|api-key|apikey|secret|auth-token)\s+)[^\s-][^\s]*",
+        "${k}[REDACTED]",
+    ),
+];
+
+struct Redactor {
+    any: RegexSet,
+    each: Vec<(Regex, &'static str)>,
+}
+
+fn redactor() -> &'static Redactor {
+    static R: OnceLock<Redactor> = OnceLock::new();
+    R.get_or_init(|| {
+        let patterns: Vec<&str> = SHAPES.iter().map(|(p, _)| *p).collect();
+        Redactor {
+            // The patterns are constants covered by the tests below; a failure here is a bug in them.
+            any: RegexSet::new(&patterns).unwrap_or_else(|_| RegexSet::empty()),
+            each: SHAPES
+                .iter()
+                .filter_map(|(p, r)| Regex::new(p).ok().map(|re| (re, *r)))
+                .collect(),
+        }
+    })
+}
+
+/// Whether a key names a secret (`password`, `apiKey`, `X-Api-Key`, `github_token`, …).
+pub fn is_secret_key(key: &str) -> bool {
+    let k: String = key
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric())
+        .map(|c| c.to_ascii_lowercase())
+        .collect();
+    const CONTAINS: &[&str] = &[
+        "password",
+        "passwd",
+        "passphrase",
+        "secret",
+        "apikey",
+        "accesskey",
+        "privatekey",
+        "authorization",
+        "credential",
+        "cookie",
+    ];
+    CONTAINS.iter().any(|c| k.contains(c)) || k.ends_with("token") || matches!(k.as_str(), "pwd" | "auth" | "bearer")
+}
+
+/// Text with every secret-shaped part replaced.
+pub fn redact_text(text: &str) -> Cow<'_, str> {
+    let r = redactor();
+    if !r.any.is_match(text) {
+        return Cow::Borrowed(text);
+    }
+    let mut out = Cow::Borrowed(text);
+    for (re, with) in &r.each {
+        if let Cow::Owned(s) = re.replace_all(&out, *with) {
+            out = Cow::Owned(s);
+        }
+    }
+    out
+}
+
+/// A JSON value with secrets replaced: values under secret keys, and secret-shaped text anywhere.
+pub fn redact_value(value: &Value) -> Value {
+    match value {
+        Value::String(s) => Value::String(redact_text(s).into_owned()),
+        Value::Array(items) => Value::Array(items.iter().map(redact_value).collect()),
+        Value::Object(map) => Value::Object(
+            map.iter()
+                .map(|(k, v)| {
+                    let v = match v {
+                        Value::Null | Value::Bool(_) => v.clone(),
+                        _ if is_secret_key(k) => Value::String(REDACTED.into()),
+                        _ => redact_value(v),
+                    };
+                    (k.clone(), v)
+                })
+                .collect(),
+        ),
+        other => other.clone(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn every_pattern_compiles() {
+        let r = redactor();
+        assert_eq!(r.each.len(), SHAPES.len());
+        assert_eq!(r.any.len(), SHAPES.len());
+    }
+
+    #[test]
+    fn secrets_by_key_name() {
+        let v = redact_value(&json!({
+            "password": "hunter2", "apiKey": "abc", "X-Api-Key": "abc", "github_token": "t",
+            "Authorization": "whatever", "client_secret": 12345, "nested": [{"db_password": "p"}],
+            "max_tokens": 100, "path": "src/main.rs", "enabled": true, "token": null
+        }));
+        assert_eq!(
+            v,
+            json!({
+                "password": REDACTED, "apiKey": REDACTED, "X-Api-Key": REDACTED, "github_token": REDACTED,
+                "Authorization": REDACTED, "client_secret": REDACTED, "nested": [{"db_password": REDACTED}],
+                "max_tokens": 100, "path": "src/main.rs", "enabled": true, "token": null
+            })
+        );
+    }
+
+    #[test]
+    fn secrets_by_shape() {
+        let cases = [
+            (
+                "curl -H 'Authorization: Bearer abcdefgh12345678' x",
+                "Authorization: [REDACTED]",
+            ),
+            ("Bearer abcdefgh12345678", "Bearer [REDACTED]"),
+            (
+                "export OPENAI_API_KEY=sk-proj-abcdefghijklmnop1234",
+                "OPENAI_API_KEY=[REDACTED]",
+            ),
+            ("key sk-ant-api03-abcdefghijklmnopqrstuv", "key [REDACTED]"),
+            (
+                "git clone https://ghp_abcdefghijklmnopqrstuvwxyz0123@github.com/x",
+                "[REDACTED]",
+            ),
+            ("aws AKIAABCDEFGHIJKLMNOP", "aws [REDACTED]"),
+            ("psql postgres://admin:s3cr3t@db/x", "postgres://admin:[REDACTED]@db/x"),
+            ("mysql --password hunter2 -u root", "--password [REDACTED] -u root"),
+            ("{\"password\": \"hunter2\"}", "{\"password\": \"[REDACTED]\"}"),
+            (
+                "t=eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.abcdefghijk",
+                "t=[REDACTED]",
+            ),
+            (
+                "-----BEGIN RSA PRIVATE KEY-----\nMIIE\n-----END RSA PRIVATE KEY-----",
+                REDACTED,
+            ),
+            ("slack xoxb-1234567890-abcdef", "slack [REDACTED]"),
+            ("AIzaSyA1234567890abcdefghijklmnopqrstuv", REDACTED),
+        ];
+        for (input, expected) in cases {
+            let out = redact_text(input);
+            assert!(out.contains(expected), "{input:?} became {out:?}");
+            for secret in ["hunter2", "s3cr3t", "abcdefgh12345678", "MIIE", "1234567890-abcdef"] {
+                assert!(!out.contains(secret), "{input:?} kept {secret:?}: {out:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn ordinary_text_is_untouched() {
+        for text in [
+            "cargo test --workspace",
+            "ls -la src",
+            "the token count is 5",
+            "https://docs.rs/tokio",
+        ] {
+            assert!(matches!(redact_text(text), Cow::Borrowed(_)), "{text:?}");
+        }
+    }
+}
