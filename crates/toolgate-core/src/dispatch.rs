@@ -913,9 +913,9 @@ impl Engine {
         if !spec.annotations.read_only
             && let Some(row) = stats.journal.as_ref()
         {
-            match session.store.journal_contains(&session.id, &call.id).await {
-                Ok(false) => {}
-                Ok(true) => {
+            match session.store.journal_begin(row).await {
+                Ok(true) => {}
+                Ok(false) => {
                     // The row already there is the call's record; this refusal writes none.
                     stats.journal = None;
                     return fail(CallError::new(
@@ -927,17 +927,12 @@ impl Engine {
                     ));
                 }
                 Err(e) => {
+                    stats.journal = None;
                     return fail(CallError::new(
                         ErrorKind::ExecutionFailed,
                         format!("The call was not run: {e}."),
                     ));
                 }
-            }
-            if let Err(e) = session.store.journal_begin(row).await {
-                return fail(CallError::new(
-                    ErrorKind::ExecutionFailed,
-                    format!("The call was not run: {e}."),
-                ));
             }
         }
         // 10. execute (inside stage 9 when the tool is cacheable)

@@ -61,6 +61,9 @@ pub struct JournalRow {
     pub may_have_run: bool,
     /// When the row was closed.
     pub finished_at: Option<SystemTime>,
+    /// The process that opened the row (`host/pid/start`), stamped by durable stores so a later
+    /// start can tell a crashed process's rows from a live one's.
+    pub owner: Option<String>,
 }
 
 impl JournalRow {
@@ -109,8 +112,10 @@ pub struct PendingRecord {
 /// Durable session state. Every method is cancel-safe and must not block the runtime.
 #[async_trait]
 pub trait Store: ResultStore {
-    /// Opens a journal row (before a non-read-only tool runs, committed before it runs).
-    async fn journal_begin(&self, row: &JournalRow) -> Result<(), StoreError>;
+    /// Opens a journal row (before a non-read-only tool runs, committed before it runs). Returns
+    /// false, writing nothing, when the journal already holds the call id for the session: the
+    /// claim is atomic, so two processes sharing a store never both run one call.
+    async fn journal_begin(&self, row: &JournalRow) -> Result<bool, StoreError>;
     /// Closes a journal row with its outcome.
     async fn journal_finish(&self, row: JournalRow) -> Result<(), StoreError>;
     /// Whether the journal already holds this call id for the session.
@@ -141,7 +146,8 @@ pub trait Store: ResultStore {
     async fn memory_list(&self, principal: &Principal, prefix: &str) -> Result<Vec<String>, StoreError>;
     /// Records a pending approval.
     async fn approval_put(&self, record: &PendingRecord) -> Result<(), StoreError>;
-    /// Answers a pending approval; false when there is none with that id.
+    /// Answers a pending approval; the first answer wins. False when no approval with that id
+    /// is waiting (none, or already answered).
     async fn approval_answer(&self, id: &str, answer: &Value) -> Result<bool, StoreError>;
     /// A pending approval by id.
     async fn approval_get(&self, id: &str) -> Result<Option<PendingRecord>, StoreError>;
@@ -197,8 +203,13 @@ impl ResultStore for MemoryStore {
 
 #[async_trait]
 impl Store for MemoryStore {
-    async fn journal_begin(&self, row: &JournalRow) -> Result<(), StoreError> {
-        self.journal_finish(row.clone()).await
+    async fn journal_begin(&self, row: &JournalRow) -> Result<bool, StoreError> {
+        let key = (row.session_id.clone(), row.call_id.clone());
+        if self.state().journal.contains_key(&key) {
+            return Ok(false);
+        }
+        self.journal_finish(row.clone()).await?;
+        Ok(true)
     }
     async fn journal_finish(&self, row: JournalRow) -> Result<(), StoreError> {
         let mut state = self.state();
@@ -244,11 +255,12 @@ impl Store for MemoryStore {
         Ok((n - state.journal.len()) as u64)
     }
     async fn grant_put(&self, session: &SessionId, rule: &str, expires: Option<SystemTime>) -> Result<(), StoreError> {
-        self.state()
-            .grants
-            .entry(session.to_string())
-            .or_default()
-            .push((rule.to_owned(), expires));
+        let mut state = self.state();
+        let grants = state.grants.entry(session.to_string()).or_default();
+        match grants.iter_mut().find(|(r, _)| r == rule) {
+            Some(existing) => existing.1 = expires,
+            None => grants.push((rule.to_owned(), expires)),
+        }
         Ok(())
     }
     async fn grants(&self, session: &SessionId) -> Result<Vec<String>, StoreError> {
@@ -311,11 +323,11 @@ impl Store for MemoryStore {
     }
     async fn approval_answer(&self, id: &str, answer: &Value) -> Result<bool, StoreError> {
         Ok(match self.state().approvals.get_mut(id) {
-            Some(r) => {
+            Some(r) if r.answer.is_none() => {
                 r.answer = Some(answer.clone());
                 true
             }
-            None => false,
+            _ => false,
         })
     }
     async fn approval_get(&self, id: &str) -> Result<Option<PendingRecord>, StoreError> {
@@ -339,7 +351,11 @@ mod tests {
             state: "started".into(),
             ..JournalRow::default()
         };
-        s.journal_begin(&row).await.unwrap();
+        assert!(s.journal_begin(&row).await.unwrap());
+        assert!(
+            !s.journal_begin(&row).await.unwrap(),
+            "a second claim of the call id fails"
+        );
         assert!(s.journal_contains(&session, &CallId::new("c")).await.unwrap());
         assert_eq!(s.journal_unfinished().await.unwrap().len(), 1);
         s.journal_finish(JournalRow {

@@ -1,0 +1,598 @@
+//! The two SQL stores. SQLite and PostgreSQL share the schema text and every statement (both read
+//! `$N` parameters and `ON CONFLICT … DO UPDATE`); the functions that bind and decode are written
+//! once in [`dialect!`] and stamped out per database, because sqlx's driver types differ.
+
+use crate::writer::{Apply, Op, Writer, describe};
+use async_trait::async_trait;
+use serde_json::Value;
+use sqlx::{PgPool, Row, SqlitePool};
+use std::borrow::Cow;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use toolgate_core::result::{MemoryResults, ResultStore};
+use toolgate_core::store::{JournalFilter, JournalRow, PendingRecord, Store, StoreError};
+use toolgate_core::{CallId, Principal, SessionId};
+
+/// Schema migrations, applied in order at start; each is valid SQLite and PostgreSQL.
+pub(crate) const MIGRATIONS: &[(i64, &str)] = &[(1, include_str!("migrations/0001_state.sql"))];
+
+macro_rules! journal_insert {
+    () => {
+        "INSERT INTO journal (session_id, call_id, turn_id, tool, arguments_hash, arguments, repaired, raw, \
+         state, error_type, decision, source, hooks, cache_hit, attempts, started_at, waiting_ms, running_ms, \
+         may_have_run, finished_at, owner) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21)"
+    };
+}
+const JOURNAL_CLAIM: &str = concat!(journal_insert!(), " ON CONFLICT (session_id, call_id) DO NOTHING");
+const JOURNAL_UPSERT: &str = concat!(
+    journal_insert!(),
+    " ON CONFLICT (session_id, call_id) DO UPDATE SET turn_id = excluded.turn_id, tool = excluded.tool, \
+     arguments_hash = excluded.arguments_hash, arguments = excluded.arguments, repaired = excluded.repaired, \
+     raw = excluded.raw, state = excluded.state, error_type = excluded.error_type, decision = excluded.decision, \
+     source = excluded.source, hooks = excluded.hooks, cache_hit = excluded.cache_hit, attempts = excluded.attempts, \
+     started_at = excluded.started_at, waiting_ms = excluded.waiting_ms, running_ms = excluded.running_ms, \
+     may_have_run = excluded.may_have_run, finished_at = excluded.finished_at, \
+     owner = COALESCE(excluded.owner, journal.owner)"
+);
+macro_rules! journal_select {
+    () => {
+        "SELECT session_id, call_id, turn_id, tool, arguments_hash, arguments, repaired, raw, \
+         state, error_type, decision, source, hooks, cache_hit, attempts, started_at, waiting_ms, running_ms, \
+         may_have_run, finished_at, owner FROM journal"
+    };
+}
+const JOURNAL_CONTAINS: &str = "SELECT 1 FROM journal WHERE session_id = $1 AND call_id = $2";
+const JOURNAL_UNFINISHED: &str = concat!(
+    journal_select!(),
+    " WHERE state = 'started' ORDER BY started_at, call_id"
+);
+const JOURNAL_LIST: &str = concat!(
+    journal_select!(),
+    " WHERE ($1 IS NULL OR session_id = $1) AND ($2 IS NULL OR tool = $2) AND ($3 IS NULL OR started_at >= $3) \
+     AND ($4 IS NULL OR state = $4 OR error_type = $4) ORDER BY started_at DESC, call_id DESC LIMIT $5"
+);
+const JOURNAL_PRUNE: &str = "DELETE FROM journal WHERE state <> 'started' AND started_at < $1";
+const GRANT_PUT: &str = "INSERT INTO grants (session_id, rule, expires_at) VALUES ($1, $2, $3) \
+     ON CONFLICT (session_id, rule) DO UPDATE SET expires_at = excluded.expires_at";
+const GRANTS: &str =
+    "SELECT rule FROM grants WHERE session_id = $1 AND (expires_at IS NULL OR expires_at > $2) ORDER BY rule";
+const CACHE_PUT: &str = "INSERT INTO cache (key, value, expires_at) VALUES ($1, $2, $3) \
+     ON CONFLICT (key) DO UPDATE SET value = excluded.value, expires_at = excluded.expires_at";
+const CACHE_GET: &str = "SELECT value FROM cache WHERE key = $1 AND expires_at > $2";
+const MEMORY_PUT: &str = "INSERT INTO memory (principal, key, value, updated_at) VALUES ($1, $2, $3, $4) \
+     ON CONFLICT (principal, key) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at";
+const MEMORY_GET: &str = "SELECT value FROM memory WHERE principal = $1 AND key = $2";
+const MEMORY_LIST: &str = "SELECT key FROM memory WHERE principal = $1 AND substr(key, 1, length($2)) = $2";
+const APPROVAL_PUT: &str = "INSERT INTO approvals (id, session_id, request, answer, created_at) \
+     VALUES ($1, $2, $3, $4, $5) ON CONFLICT (id) DO UPDATE SET session_id = excluded.session_id, \
+     request = excluded.request, answer = excluded.answer";
+const APPROVAL_ANSWER: &str = "UPDATE approvals SET answer = $2 WHERE id = $1 AND answer IS NULL";
+const APPROVAL_GET: &str = "SELECT id, session_id, request, answer FROM approvals WHERE id = $1";
+const RESULT_PUT: &str = "INSERT INTO results (session_id, handle, value, bytes, created_at, expires_at) \
+     VALUES ($1, $2, $3, $4, $5, $6)";
+const RESULT_TRIM: &str = "DELETE FROM results WHERE session_id = $1 AND created_at < \
+     (SELECT created_at FROM results WHERE session_id = $1 ORDER BY created_at DESC LIMIT 1 OFFSET $2)";
+const RESULT_GET: &str = "SELECT value FROM results WHERE session_id = $1 AND handle = $2 AND expires_at > $3";
+const SWEEP_CACHE: &str = "DELETE FROM cache WHERE expires_at <= $1";
+const SWEEP_RESULTS: &str = "DELETE FROM results WHERE expires_at <= $1";
+const SWEEP_GRANTS: &str = "DELETE FROM grants WHERE expires_at IS NOT NULL AND expires_at <= $1";
+
+/// Microseconds since the epoch.
+pub(crate) fn micros(t: SystemTime) -> i64 {
+    t.duration_since(UNIX_EPOCH)
+        .map(|d| i64::try_from(d.as_micros()).unwrap_or(i64::MAX))
+        .unwrap_or(0)
+}
+
+pub(crate) fn from_micros(us: i64) -> SystemTime {
+    UNIX_EPOCH + Duration::from_micros(u64::try_from(us).unwrap_or(0))
+}
+
+fn json_text(v: &Option<Value>) -> Option<String> {
+    v.as_ref().map(Value::to_string)
+}
+
+fn parse_json(text: Option<String>) -> Option<Value> {
+    text.and_then(|t| serde_json::from_str(&t).ok())
+}
+
+fn cow(s: Option<String>) -> Option<Cow<'static, str>> {
+    s.map(Cow::Owned)
+}
+
+/// The bind and decode functions, written once and stamped out per database.
+macro_rules! dialect {
+    ($db:ty, $row:ty) => {
+        use super::*;
+
+        fn bind_row<'q>(
+            q: sqlx::query::Query<'q, $db, <$db as sqlx::Database>::Arguments>,
+            r: &JournalRow,
+        ) -> sqlx::query::Query<'q, $db, <$db as sqlx::Database>::Arguments> {
+            q.bind(r.session_id.as_str())
+                .bind(r.call_id.as_str())
+                .bind(r.turn_id.as_str())
+                .bind(r.tool.as_str())
+                .bind(r.arguments_hash as i64)
+                .bind(json_text(&r.arguments))
+                .bind(r.repaired)
+                .bind(r.raw.as_deref())
+                .bind(r.state.as_ref())
+                .bind(r.error_type.as_deref())
+                .bind(r.decision.as_deref())
+                .bind(r.source.as_deref())
+                .bind(json_text(&r.hooks))
+                .bind(r.cache_hit)
+                .bind(i64::from(r.attempts))
+                .bind(r.started_at.map(micros))
+                .bind(i64::try_from(r.waiting_ms).unwrap_or(i64::MAX))
+                .bind(i64::try_from(r.running_ms).unwrap_or(i64::MAX))
+                .bind(r.may_have_run)
+                .bind(r.finished_at.map(micros))
+                .bind(r.owner.as_deref())
+        }
+
+        fn row(r: &$row) -> Result<JournalRow, sqlx::Error> {
+            Ok(JournalRow {
+                session_id: SessionId::new(r.try_get::<String, _>("session_id")?),
+                call_id: CallId::new(r.try_get::<String, _>("call_id")?),
+                turn_id: toolgate_core::TurnId::new(r.try_get::<String, _>("turn_id")?),
+                tool: toolgate_core::ToolName::new(r.try_get::<String, _>("tool")?),
+                arguments_hash: r.try_get::<i64, _>("arguments_hash")? as u64,
+                arguments: parse_json(r.try_get("arguments")?),
+                repaired: r.try_get("repaired")?,
+                raw: r.try_get("raw")?,
+                state: Cow::Owned(r.try_get("state")?),
+                error_type: cow(r.try_get("error_type")?),
+                decision: cow(r.try_get("decision")?),
+                source: cow(r.try_get("source")?),
+                hooks: parse_json(r.try_get("hooks")?),
+                cache_hit: r.try_get("cache_hit")?,
+                attempts: u32::try_from(r.try_get::<i64, _>("attempts")?).unwrap_or(u32::MAX),
+                started_at: r.try_get::<Option<i64>, _>("started_at")?.map(from_micros),
+                waiting_ms: u64::try_from(r.try_get::<i64, _>("waiting_ms")?).unwrap_or(0),
+                running_ms: u64::try_from(r.try_get::<i64, _>("running_ms")?).unwrap_or(0),
+                may_have_run: r.try_get("may_have_run")?,
+                finished_at: r.try_get::<Option<i64>, _>("finished_at")?.map(from_micros),
+                owner: r.try_get("owner")?,
+            })
+        }
+
+        /// One write on a connection inside the writer's transaction.
+        pub(crate) async fn apply_one(
+            conn: &mut <$db as sqlx::Database>::Connection,
+            op: &Op,
+        ) -> Result<u64, sqlx::Error> {
+            let done = match op {
+                Op::Journal { row, claim } => {
+                    let sql = if *claim { JOURNAL_CLAIM } else { JOURNAL_UPSERT };
+                    bind_row(sqlx::query(sql), row).execute(&mut *conn).await?
+                }
+                Op::Grant {
+                    session,
+                    rule,
+                    expires,
+                } => {
+                    sqlx::query(GRANT_PUT)
+                        .bind(session)
+                        .bind(rule)
+                        .bind(*expires)
+                        .execute(&mut *conn)
+                        .await?
+                }
+                Op::CachePut { key, value, expires } => {
+                    sqlx::query(CACHE_PUT)
+                        .bind(key)
+                        .bind(value)
+                        .bind(*expires)
+                        .execute(&mut *conn)
+                        .await?
+                }
+                Op::MemoryPut {
+                    principal,
+                    key,
+                    value,
+                    now,
+                } => {
+                    sqlx::query(MEMORY_PUT)
+                        .bind(principal)
+                        .bind(key)
+                        .bind(value)
+                        .bind(*now)
+                        .execute(&mut *conn)
+                        .await?
+                }
+                Op::ApprovalPut { record, now } => {
+                    sqlx::query(APPROVAL_PUT)
+                        .bind(&record.id)
+                        .bind(&record.session_id)
+                        .bind(record.request.to_string())
+                        .bind(record.answer.as_ref().map(Value::to_string))
+                        .bind(*now)
+                        .execute(&mut *conn)
+                        .await?
+                }
+                Op::ApprovalAnswer { id, answer } => {
+                    sqlx::query(APPROVAL_ANSWER)
+                        .bind(id)
+                        .bind(answer)
+                        .execute(&mut *conn)
+                        .await?
+                }
+                Op::ResultPut {
+                    session,
+                    handle,
+                    value,
+                    bytes,
+                    now,
+                    expires,
+                    keep,
+                } => {
+                    let put = sqlx::query(RESULT_PUT)
+                        .bind(session)
+                        .bind(handle)
+                        .bind(value)
+                        .bind(*bytes)
+                        .bind(*now)
+                        .bind(*expires)
+                        .execute(&mut *conn)
+                        .await?;
+                    sqlx::query(RESULT_TRIM)
+                        .bind(session)
+                        .bind((*keep - 1).max(0))
+                        .execute(&mut *conn)
+                        .await?;
+                    put
+                }
+                Op::Prune { before } => {
+                    sqlx::query(JOURNAL_PRUNE)
+                        .bind(*before)
+                        .execute(&mut *conn)
+                        .await?
+                }
+                Op::Sweep { now } => {
+                    let mut n = 0;
+                    for sql in [SWEEP_CACHE, SWEEP_RESULTS, SWEEP_GRANTS] {
+                        n += sqlx::query(sql)
+                            .bind(*now)
+                            .execute(&mut *conn)
+                            .await?
+                            .rows_affected();
+                    }
+                    return Ok(n);
+                }
+                Op::Flush => return Ok(0),
+            };
+            Ok(done.rows_affected())
+        }
+
+        pub(crate) async fn contains(pool: &sqlx::Pool<$db>, session: &str, call: &str) -> Result<bool, sqlx::Error> {
+            Ok(sqlx::query(JOURNAL_CONTAINS)
+                .bind(session)
+                .bind(call)
+                .fetch_optional(pool)
+                .await?
+                .is_some())
+        }
+
+        pub(crate) async fn unfinished(pool: &sqlx::Pool<$db>) -> Result<Vec<JournalRow>, sqlx::Error> {
+            let rows = sqlx::query(JOURNAL_UNFINISHED).fetch_all(pool).await?;
+            rows.iter().map(row).collect()
+        }
+
+        pub(crate) async fn list(pool: &sqlx::Pool<$db>, f: &JournalFilter) -> Result<Vec<JournalRow>, sqlx::Error> {
+            let limit = if f.limit == 0 {
+                i64::MAX
+            } else {
+                i64::try_from(f.limit).unwrap_or(i64::MAX)
+            };
+            let rows = sqlx::query(JOURNAL_LIST)
+                .bind(f.session.as_ref().map(|s| s.as_str()))
+                .bind(f.tool.as_deref())
+                .bind(f.since.map(micros))
+                .bind(f.outcome.as_deref())
+                .bind(limit)
+                .fetch_all(pool)
+                .await?;
+            rows.iter().map(row).collect()
+        }
+
+        pub(crate) async fn texts(
+            pool: &sqlx::Pool<$db>,
+            sql: &'static str,
+            a: &str,
+            b: Option<&str>,
+            now: Option<i64>,
+        ) -> Result<Vec<String>, sqlx::Error> {
+            let mut q = sqlx::query(sql).bind(a);
+            if let Some(b) = b {
+                q = q.bind(b);
+            }
+            if let Some(now) = now {
+                q = q.bind(now);
+            }
+            let rows = q.fetch_all(pool).await?;
+            rows.iter().map(|r| r.try_get::<String, _>(0)).collect()
+        }
+
+        pub(crate) async fn approval(pool: &sqlx::Pool<$db>, id: &str) -> Result<Option<PendingRecord>, sqlx::Error> {
+            let Some(r) = sqlx::query(APPROVAL_GET).bind(id).fetch_optional(pool).await? else {
+                return Ok(None);
+            };
+            Ok(Some(PendingRecord {
+                id: r.try_get("id")?,
+                session_id: r.try_get("session_id")?,
+                request: parse_json(Some(r.try_get("request")?)).unwrap_or(Value::Null),
+                answer: parse_json(r.try_get("answer")?),
+            }))
+        }
+    };
+}
+
+pub(crate) mod lite {
+    dialect!(sqlx::Sqlite, sqlx::sqlite::SqliteRow);
+}
+
+pub(crate) mod pg {
+    dialect!(sqlx::Postgres, sqlx::postgres::PgRow);
+}
+
+/// Reads go to a pool; writes go through the process's writer task.
+#[derive(Debug, Clone)]
+pub(crate) enum Reader {
+    Sqlite(SqlitePool),
+    Postgres(PgPool),
+}
+
+/// The SQLite writer: one connection, `BEGIN IMMEDIATE` so a writer waits for the lock up front
+/// (under the busy timeout) instead of failing when it upgrades a read.
+pub(crate) struct SqliteWriter(pub(crate) sqlx::SqliteConnection);
+
+#[async_trait]
+impl Apply for SqliteWriter {
+    async fn apply(&mut self, ops: &[&Op]) -> Result<Vec<u64>, sqlx::Error> {
+        use sqlx::Connection;
+        let mut tx = self.0.begin_with("BEGIN IMMEDIATE").await?;
+        let mut counts = Vec::with_capacity(ops.len());
+        for op in ops {
+            counts.push(lite::apply_one(&mut tx, op).await?);
+        }
+        tx.commit().await?;
+        Ok(counts)
+    }
+}
+
+/// The PostgreSQL writer: a transaction on a pooled connection.
+pub(crate) struct PgWriter(pub(crate) PgPool);
+
+#[async_trait]
+impl Apply for PgWriter {
+    async fn apply(&mut self, ops: &[&Op]) -> Result<Vec<u64>, sqlx::Error> {
+        let mut tx = self.0.begin().await?;
+        let mut counts = Vec::with_capacity(ops.len());
+        for op in ops {
+            counts.push(pg::apply_one(&mut tx, op).await?);
+        }
+        tx.commit().await?;
+        Ok(counts)
+    }
+}
+
+/// Limits on full results kept behind `read_result` handles.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct ResultLimits {
+    pub(crate) max_bytes: usize,
+    pub(crate) ttl: Duration,
+    pub(crate) per_session: usize,
+}
+
+/// A durable store: SQLite or PostgreSQL.
+pub struct SqlStore {
+    reader: Reader,
+    writer: Writer,
+    limits: ResultLimits,
+    /// Results too large for the database, or whose write failed: kept in this process.
+    overflow: MemoryResults,
+    owner: String,
+    label: String,
+}
+
+impl std::fmt::Debug for SqlStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SqlStore").field("at", &self.label).finish()
+    }
+}
+
+impl SqlStore {
+    pub(crate) fn new(reader: Reader, writer: Writer, limits: ResultLimits, label: String) -> Self {
+        Self {
+            reader,
+            writer,
+            limits,
+            overflow: MemoryResults::new(limits.per_session, limits.max_bytes.saturating_mul(4)),
+            owner: crate::owner::this_process(),
+            label,
+        }
+    }
+
+    /// Where the store is (a path, or a server without its credentials).
+    pub fn label(&self) -> &str {
+        &self.label
+    }
+
+    /// Drops expired cache entries, results and grants.
+    pub async fn sweep(&self) -> Result<u64, StoreError> {
+        self.writer
+            .write(Op::Sweep {
+                now: micros(SystemTime::now()),
+            })
+            .await
+    }
+}
+
+fn now() -> i64 {
+    micros(SystemTime::now())
+}
+
+macro_rules! read {
+    ($self:ident, $f:ident ( $($arg:expr),* )) => {
+        match &$self.reader {
+            Reader::Sqlite(p) => lite::$f(p, $($arg),*).await,
+            Reader::Postgres(p) => pg::$f(p, $($arg),*).await,
+        }
+        .map_err(describe)
+    };
+}
+
+#[async_trait]
+impl ResultStore for SqlStore {
+    async fn put(&self, session: &SessionId, value: Arc<Value>, bytes: usize) -> String {
+        if bytes <= self.limits.max_bytes {
+            let handle = format!("h{}", uuid::Uuid::now_v7().simple());
+            let now = now();
+            let ttl = i64::try_from(self.limits.ttl.as_micros()).unwrap_or(i64::MAX);
+            let op = Op::ResultPut {
+                session: session.to_string(),
+                handle: handle.clone(),
+                value: value.to_string(),
+                bytes: i64::try_from(bytes).unwrap_or(i64::MAX),
+                now,
+                expires: now.saturating_add(ttl),
+                keep: i64::try_from(self.limits.per_session).unwrap_or(i64::MAX),
+            };
+            match self.writer.write(op).await {
+                Ok(_) => return handle,
+                Err(e) => tracing::warn!(error = %e, "the full result is kept in this process only"),
+            }
+        }
+        self.overflow.put(session, value, bytes).await
+    }
+
+    async fn get(&self, session: &SessionId, handle: &str) -> Option<Arc<Value>> {
+        if !handle.starts_with('h') {
+            return self.overflow.get(session, handle).await;
+        }
+        let texts = read!(self, texts(RESULT_GET, session.as_str(), Some(handle), Some(now())));
+        match texts {
+            Ok(t) => t
+                .into_iter()
+                .next()
+                .and_then(|t| serde_json::from_str(&t).ok())
+                .map(Arc::new),
+            Err(e) => {
+                tracing::warn!(error = %e, "could not read a full result");
+                None
+            }
+        }
+    }
+}
+
+#[async_trait]
+impl Store for SqlStore {
+    async fn journal_begin(&self, row: &JournalRow) -> Result<bool, StoreError> {
+        let mut row = Box::new(row.clone());
+        row.owner.get_or_insert_with(|| self.owner.clone());
+        let n = self.writer.write(Op::Journal { row, claim: true }).await?;
+        Ok(n > 0)
+    }
+    async fn journal_finish(&self, row: JournalRow) -> Result<(), StoreError> {
+        self.writer
+            .queue(Op::Journal {
+                row: Box::new(row),
+                claim: false,
+            })
+            .await
+    }
+    async fn journal_contains(&self, session: &SessionId, call: &CallId) -> Result<bool, StoreError> {
+        self.writer.settle().await?;
+        read!(self, contains(session.as_str(), call.as_str()))
+    }
+    async fn journal_unfinished(&self) -> Result<Vec<JournalRow>, StoreError> {
+        self.writer.settle().await?;
+        read!(self, unfinished())
+    }
+    async fn journal_list(&self, filter: &JournalFilter) -> Result<Vec<JournalRow>, StoreError> {
+        self.writer.settle().await?;
+        read!(self, list(filter))
+    }
+    async fn journal_prune(&self, before: SystemTime) -> Result<u64, StoreError> {
+        self.writer.settle().await?;
+        self.writer.write(Op::Prune { before: micros(before) }).await
+    }
+    async fn flush(&self) -> Result<(), StoreError> {
+        self.writer.flush().await
+    }
+    async fn grant_put(&self, session: &SessionId, rule: &str, expires: Option<SystemTime>) -> Result<(), StoreError> {
+        self.writer
+            .write(Op::Grant {
+                session: session.to_string(),
+                rule: rule.to_owned(),
+                expires: expires.map(micros),
+            })
+            .await
+            .map(|_| ())
+    }
+    async fn grants(&self, session: &SessionId) -> Result<Vec<String>, StoreError> {
+        read!(self, texts(GRANTS, session.as_str(), None, Some(now())))
+    }
+    async fn cache_get(&self, key: &str) -> Result<Option<Value>, StoreError> {
+        let texts = read!(self, texts(CACHE_GET, key, None, Some(now())))?;
+        Ok(texts.into_iter().next().and_then(|t| serde_json::from_str(&t).ok()))
+    }
+    async fn cache_put(&self, key: &str, value: &Value, ttl: Duration) -> Result<(), StoreError> {
+        let ttl = i64::try_from(ttl.as_micros()).unwrap_or(i64::MAX);
+        self.writer
+            .write(Op::CachePut {
+                key: key.to_owned(),
+                value: value.to_string(),
+                expires: now().saturating_add(ttl),
+            })
+            .await
+            .map(|_| ())
+    }
+    async fn memory_get(&self, principal: &Principal, key: &str) -> Result<Option<String>, StoreError> {
+        Ok(read!(self, texts(MEMORY_GET, principal.as_str(), Some(key), None))?
+            .into_iter()
+            .next())
+    }
+    async fn memory_put(&self, principal: &Principal, key: &str, value: &str) -> Result<(), StoreError> {
+        self.writer
+            .write(Op::MemoryPut {
+                principal: principal.to_string(),
+                key: key.to_owned(),
+                value: value.to_owned(),
+                now: now(),
+            })
+            .await
+            .map(|_| ())
+    }
+    async fn memory_list(&self, principal: &Principal, prefix: &str) -> Result<Vec<String>, StoreError> {
+        // Sorted here: the databases' collations differ, byte order does not.
+        let mut keys = read!(self, texts(MEMORY_LIST, principal.as_str(), Some(prefix), None))?;
+        keys.sort();
+        Ok(keys)
+    }
+    async fn approval_put(&self, record: &PendingRecord) -> Result<(), StoreError> {
+        self.writer
+            .write(Op::ApprovalPut {
+                record: record.clone(),
+                now: now(),
+            })
+            .await
+            .map(|_| ())
+    }
+    async fn approval_answer(&self, id: &str, answer: &Value) -> Result<bool, StoreError> {
+        let n = self
+            .writer
+            .write(Op::ApprovalAnswer {
+                id: id.to_owned(),
+                answer: answer.to_string(),
+            })
+            .await?;
+        Ok(n > 0)
+    }
+    async fn approval_get(&self, id: &str) -> Result<Option<PendingRecord>, StoreError> {
+        read!(self, approval(id))
+    }
+}
