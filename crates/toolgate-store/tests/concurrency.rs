@@ -17,8 +17,8 @@ const CALLS: usize = 1_000;
 /// Every task runs its calls in batches of 4: odd batches call the read-only tool, even ones the
 /// writer (whose rows are committed before it runs). Returns the failures seen.
 async fn hammer(store: Arc<dyn Store>, tag: &str) -> Vec<String> {
-    let reader = common::engine(vec![common::Noop::new(true)]);
-    let writer = common::engine(vec![common::Noop::new(false)]);
+    let reader = common::engine(vec![common::Noop::tool(true)]);
+    let writer = common::engine(vec![common::Noop::tool(false)]);
     let mut tasks = Vec::new();
     for t in 0..TASKS {
         let (reader, writer, store) = (reader.clone(), writer.clone(), store.clone());

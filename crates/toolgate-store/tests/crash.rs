@@ -33,7 +33,7 @@ async fn child_process() {
     let store = toolgate_store::open(&StoreUrl::Sqlite(dir.join("state.db")), &StoreOptions::default())
         .await
         .expect("the child opens the store");
-    let engine = common::engine(vec![common::Append::new(dir.join("ran.txt"))]);
+    let engine = common::engine(vec![common::Append::tool(dir.join("ran.txt"))]);
     let session = common::session(&engine, store.clone(), SESSION);
     let ids = ids();
     let mut i = 0;

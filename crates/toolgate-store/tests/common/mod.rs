@@ -123,7 +123,7 @@ pub struct Append {
 }
 
 impl Append {
-    pub fn new(path: std::path::PathBuf) -> Arc<dyn Tool> {
+    pub fn tool(path: std::path::PathBuf) -> Arc<dyn Tool> {
         Arc::new(Self {
             path,
             spec: ToolSpec::default(),
@@ -166,7 +166,7 @@ pub struct Noop {
 }
 
 impl Noop {
-    pub fn new(read_only: bool) -> Arc<dyn Tool> {
+    pub fn tool(read_only: bool) -> Arc<dyn Tool> {
         Arc::new(Self {
             spec: if read_only {
                 ToolSpec::with_annotations(Annotations::READ_ONLY)
