@@ -216,6 +216,15 @@ pub async fn open_postgres(url: &str, options: &StoreOptions) -> Result<SqlStore
     let connect = PgConnectOptions::from_str(url)
         .map_err(|e| OpenError::Url(format!("{at}: {e}")))?
         .disable_statement_logging();
+    // One connection first: its error says why (refused, unknown database, auth), where the
+    // pool would only say it timed out.
+    match tokio::time::timeout(options.connect_timeout, sqlx::PgConnection::connect_with(&connect)).await {
+        Err(_) => return Err(open_error(&at, "the server did not answer in time")),
+        Ok(Err(e)) => return Err(sqlx_error(&at, e)),
+        Ok(Ok(conn)) => {
+            let _ = conn.close().await;
+        }
+    }
     let pool = PgPoolOptions::new()
         .max_connections(options.max_connections.max(1) + 1)
         .acquire_timeout(options.connect_timeout)

@@ -1,0 +1,178 @@
+//! Opening stores: bad files, bad URLs and unreachable servers give one clear error and write
+//! nothing; expired entries are swept at start; results beyond the cap stay in the process.
+
+mod common;
+
+use serde_json::json;
+use sqlx::Connection;
+use std::sync::Arc;
+use std::time::Duration;
+use toolgate_core::SessionId;
+use toolgate_store::{OpenError, StoreOptions, StoreUrl};
+
+fn listing(dir: &std::path::Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+async fn open_err(url: &str) -> String {
+    let e: OpenError = match StoreUrl::parse(url) {
+        Err(e) => e,
+        Ok(u) => match toolgate_store::open(&u, &StoreOptions::default()).await {
+            Err(e) => e,
+            Ok(_) => panic!("{url} opened"),
+        },
+    };
+    let text = e.to_string();
+    assert!(!text.contains('\n'), "one line: {text:?}");
+    text
+}
+
+#[tokio::test]
+async fn a_corrupt_file_is_refused_and_left_as_it_was() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("state.db");
+    let junk = b"this is not a database, it is a shopping list\n".repeat(200);
+    std::fs::write(&path, &junk).unwrap();
+    let before = listing(dir.path());
+    let e = open_err(&format!("sqlite://{}", path.display())).await;
+    assert!(e.contains("not a database") && e.contains("state.db"), "{e}");
+    assert_eq!(std::fs::read(&path).unwrap(), junk, "the file is untouched");
+    assert_eq!(listing(dir.path()), before, "no -wal or -shm file appeared");
+}
+
+#[tokio::test]
+async fn unwritable_places_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("plain-file");
+    std::fs::write(&file, "x").unwrap();
+    // A parent that is a file (no permission bits can stand in: tests may run as root).
+    let e = open_err(&format!("sqlite://{}/state.db", file.display())).await;
+    assert!(e.contains("cannot open the store"), "{e}");
+    let e = open_err(&format!("sqlite://{}", dir.path().display())).await;
+    assert!(e.contains("directory"), "{e}");
+    let e = open_err("sqlite:///proc/version").await;
+    assert!(e.contains("cannot open the store"), "{e}");
+    assert_eq!(listing(dir.path()), ["plain-file"]);
+}
+
+#[tokio::test]
+async fn bad_urls_and_unreachable_servers() {
+    let e = open_err("mysql://root@127.0.0.1/x").await;
+    assert!(e.contains("\"mysql\"") && e.contains("sqlite://PATH"), "{e}");
+    let e = open_err("redis://127.0.0.1").await;
+    assert!(e.contains("\"redis\""), "{e}");
+    let e = open_err("postgres://postgres:hunter2@127.0.0.1:1/test").await;
+    assert!(e.contains("cannot open the store") && e.contains("refused"), "{e}");
+    assert!(!e.contains("hunter2"), "no password in messages: {e}");
+}
+
+#[tokio::test]
+async fn a_newer_schema_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("state.db");
+    let store = toolgate_store::open(&StoreUrl::Sqlite(path.clone()), &StoreOptions::default())
+        .await
+        .unwrap();
+    store.flush().await.unwrap();
+    drop(store);
+    let mut conn = sqlx::SqliteConnection::connect(&format!("sqlite://{}", path.display()))
+        .await
+        .unwrap();
+    sqlx::query("INSERT INTO toolgate_schema (version) VALUES (99)")
+        .execute(&mut conn)
+        .await
+        .unwrap();
+    conn.close().await.unwrap();
+    let e = open_err(&format!("sqlite://{}", path.display())).await;
+    assert!(e.contains("version 99") && e.contains("upgrade toolgate"), "{e}");
+}
+
+#[tokio::test]
+async fn expired_entries_are_swept_at_start_and_results_expire() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("state.db");
+    let options = StoreOptions {
+        result_ttl: Duration::ZERO,
+        ..StoreOptions::default()
+    };
+    let store = toolgate_store::open(&StoreUrl::Sqlite(path.clone()), &options)
+        .await
+        .unwrap();
+    store.cache_put("stale", &json!(1), Duration::ZERO).await.unwrap();
+    store
+        .cache_put("fresh", &json!(2), Duration::from_secs(600))
+        .await
+        .unwrap();
+    let sid = SessionId::new("s");
+    let h = store.put(&sid, Arc::new(json!({"big": "x"})), 20).await;
+    assert!(store.get(&sid, &h).await.is_none(), "an expired result is not served");
+    store.flush().await.unwrap();
+    drop(store);
+
+    let _reopened = toolgate_store::open(&StoreUrl::Sqlite(path.clone()), &StoreOptions::default())
+        .await
+        .unwrap();
+    let mut conn = sqlx::SqliteConnection::connect(&format!("sqlite://{}", path.display()))
+        .await
+        .unwrap();
+    let keys: Vec<String> = sqlx::query_scalar("SELECT key FROM cache")
+        .fetch_all(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(keys, ["fresh"]);
+    let results: i64 = sqlx::query_scalar("SELECT count(*) FROM results")
+        .fetch_one(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(results, 0);
+}
+
+#[tokio::test]
+async fn results_beyond_the_cap_stay_readable_in_the_process() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = StoreOptions {
+        result_max_bytes: 100,
+        ..StoreOptions::default()
+    };
+    let store = toolgate_store::open(&StoreUrl::Sqlite(dir.path().join("s.db")), &options)
+        .await
+        .unwrap();
+    let sid = SessionId::new("s");
+    let big = Arc::new(json!({"text": "y".repeat(500)}));
+    let h = store.put(&sid, big.clone(), 512).await;
+    assert_eq!(store.get(&sid, &h).await, Some(big));
+    let small = Arc::new(json!({"text": "z"}));
+    let h2 = store.put(&sid, small.clone(), 14).await;
+    assert!(h2.starts_with('h') && h2 != h);
+    assert_eq!(store.get(&sid, &h2).await, Some(small));
+}
+
+#[tokio::test]
+async fn two_stores_on_one_file_see_each_others_state() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = StoreUrl::Sqlite(dir.path().join("shared.db"));
+    let a = toolgate_store::open(&url, &StoreOptions::default()).await.unwrap();
+    let b = toolgate_store::open(&url, &StoreOptions::default()).await.unwrap();
+    let sid = SessionId::new("s");
+    a.grant_put(&sid, "read_file", None).await.unwrap();
+    assert_eq!(b.grants(&sid).await.unwrap(), ["read_file"]);
+    let h = b.put(&sid, Arc::new(json!([1, 2, 3])), 7).await;
+    assert_eq!(a.get(&sid, &h).await, Some(Arc::new(json!([1, 2, 3]))));
+    let record = toolgate_core::store::PendingRecord {
+        id: "ask1".into(),
+        session_id: "s".into(),
+        request: json!({}),
+        answer: None,
+    };
+    a.approval_put(&record).await.unwrap();
+    assert!(b.approval_answer("ask1", &json!("approve_once")).await.unwrap());
+    assert_eq!(
+        a.approval_get("ask1").await.unwrap().unwrap().answer,
+        Some(json!("approve_once"))
+    );
+}
