@@ -25,6 +25,52 @@ pub struct Config {
     /// `[mcp_servers.NAME]`: read (so a project file's servers can be refused while it is
     /// untrusted), not yet connected to.
     pub mcp_servers: toml::Table,
+    /// `[store]`: where state is kept.
+    pub store: StoreSection,
+    /// `[audit]`: what the journal keeps, and for how long.
+    pub audit: Audit,
+}
+
+/// `[store]`.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct StoreSection {
+    /// `sqlite://PATH`, `postgres://…` or `memory` (default: SQLite under the data directory;
+    /// `--store` wins).
+    pub url: Option<String>,
+}
+
+/// `[audit]`.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Audit {
+    /// Keep the (redacted) arguments in the journal; `false` keeps only their hash.
+    pub store_arguments: bool,
+    /// Finished journal rows older than this many days are deleted at start (0: keep all).
+    pub keep_days: u32,
+    /// `full` (every commit synced) or `normal` (survives a process crash, not a power loss).
+    pub durability: DurabilitySetting,
+}
+
+impl Default for Audit {
+    fn default() -> Self {
+        Self {
+            store_arguments: true,
+            keep_days: 30,
+            durability: DurabilitySetting::Full,
+        }
+    }
+}
+
+/// `[audit] durability`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DurabilitySetting {
+    /// Every commit synced.
+    #[default]
+    Full,
+    /// Commits survive a process crash.
+    Normal,
 }
 
 /// `[exposure]`.
@@ -81,7 +127,7 @@ impl Permissions {
 }
 
 /// Sections whose scalar keys environment variables may set.
-const ENV_SECTIONS: &[&str] = &["engine", "permissions", "approval", "exposure"];
+const ENV_SECTIONS: &[&str] = &["engine", "permissions", "approval", "exposure", "store", "audit"];
 
 /// The user file: `$XDG_CONFIG_HOME/toolgate/toolgate.toml` or `~/.config/toolgate/toolgate.toml`.
 pub fn user_file() -> Option<PathBuf> {
@@ -169,6 +215,8 @@ fn ignored_parts(table: &toml::Table, permissions: &Permissions) -> Vec<&'static
         ("hooks", "hooks"),
         ("mcp_servers", "MCP servers"),
         ("engine", "engine settings"),
+        ("store", "store settings"),
+        ("audit", "audit settings"),
     ] {
         if table.contains_key(section) {
             parts.push(name);

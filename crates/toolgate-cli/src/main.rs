@@ -3,6 +3,7 @@
 mod approve;
 mod config;
 mod hooks;
+mod time;
 mod trust;
 
 use anyhow::{Context, Result, anyhow, bail};
@@ -14,10 +15,12 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use toolgate_core::permit::{ApproveAll, Approver, Policy};
 use toolgate_core::rules::{Layer, LayerSource};
+use toolgate_core::store::{JournalFilter, JournalRow, Store};
 use toolgate_core::{
     Answer, CallId, Engine, Format, Outcome, Registry, Session, SessionId, SessionOptions, ToolCall, TurnOptions,
     TurnStatus,
 };
+use toolgate_store::{Durability, StoreOptions, StoreUrl};
 
 /// The largest model answer `exec` reads from stdin.
 const MAX_STDIN: u64 = 64 << 20;
@@ -35,9 +38,14 @@ struct Cli {
     /// The workspace the tools work in (default: the working directory).
     #[arg(long, global = true, value_name = "DIR")]
     workspace: Option<PathBuf>,
-    /// The session id (default: a fresh one).
+    /// The session id (default: a fresh one; `call` and `exec` with the same id share grants,
+    /// full results and cache).
     #[arg(long, global = true, value_name = "ID")]
     session: Option<String>,
+    /// Where state is kept: sqlite://PATH, postgres://USER@HOST/DB or memory (default: SQLite
+    /// under the data directory).
+    #[arg(long, global = true, value_name = "URL")]
+    store: Option<String>,
     /// Approve every call that would be asked (a deny still wins).
     #[arg(long, global = true)]
     yes: bool,
@@ -73,6 +81,24 @@ enum Command {
         /// openai, responses, anthropic, gemini or text (default: detected from the answer).
         #[arg(long)]
         format: Option<Format>,
+    },
+    /// Lists the audit journal, newest first.
+    Audit {
+        /// Only calls of this tool.
+        #[arg(long, value_name = "NAME")]
+        tool: Option<String>,
+        /// Only calls started since: RFC 3339, a date, or an age such as 30m, 2h, 7d.
+        #[arg(long, value_name = "TIME")]
+        since: Option<String>,
+        /// Only this outcome (started, success, error, canceled) or error type (timeout, …).
+        #[arg(long, value_name = "KIND")]
+        outcome: Option<String>,
+        /// At most this many rows (0: all).
+        #[arg(long, default_value_t = 100)]
+        limit: usize,
+        /// One JSON object per line instead of a table.
+        #[arg(long)]
+        json: bool,
     },
 }
 
@@ -158,13 +184,21 @@ async fn run(cli: Cli) -> Result<ExitCode> {
         );
     }
     let hooks = hooks::build(&config.hooks).map_err(|e| anyhow!("invalid configuration: {e}"))?;
-    let mut engine_config = config.engine;
+    let mut engine_config = config.engine.clone();
     if let Some(ms) = config.approval.timeout_ms {
         engine_config.approval_timeout_ms = ms;
     }
     engine_config.features.extend(config.exposure.features.iter().cloned());
     if let Some(turns) = config.exposure.retain_turns {
         engine_config.deliberate_retain_turns = turns;
+    }
+    engine_config.audit_arguments = config.audit.store_arguments;
+    let store = match &cli.command {
+        Command::Tools { .. } | Command::Trust { .. } => None,
+        _ => Some(open_store(cli.store.as_deref(), &config, &engine_config).await?),
+    };
+    if let (Command::Audit { .. }, Some(store)) = (&cli.command, &store) {
+        return audit(&cli.command, cli.session.as_deref(), store.as_ref()).await;
     }
     let engine = Arc::new(Engine::new(registry, engine_config).with_hooks(hooks));
     // --yes answers every ask; otherwise the person at the terminal does (or nobody, at once).
@@ -183,10 +217,17 @@ async fn run(cli: Cli) -> Result<ExitCode> {
                 yolo: cli.yolo || config.permissions.yolo,
                 layers: Arc::new(layers),
             },
+            store: store.clone(),
             ..SessionOptions::default()
         },
     ));
-    match cli.command {
+    if cli.session.is_some() {
+        session
+            .load_grants()
+            .await
+            .map_err(|e| anyhow!("cannot load the session's grants: {e}"))?;
+    }
+    let code = match cli.command {
         Command::Tools { format } => {
             let list = engine.tool_list(format, &TurnOptions::default());
             match list {
@@ -197,8 +238,192 @@ async fn run(cli: Cli) -> Result<ExitCode> {
         }
         Command::Call { tool, args } => call(&engine, &session, tool, args.as_deref()).await,
         Command::Exec { format } => exec(&engine, &session, format).await,
-        Command::Trust { .. } => Ok(ExitCode::SUCCESS),
+        Command::Trust { .. } | Command::Audit { .. } => Ok(ExitCode::SUCCESS),
+    };
+    if let Some(store) = &store
+        && let Err(e) = store.flush().await
+    {
+        eprintln!("toolgate: warning: the journal's last rows may not be written: {e}");
     }
+    code
+}
+
+/// Opens the state store (`--store`, else `[store] url`, else SQLite under the data directory),
+/// applies retention and reports calls an earlier process left running.
+async fn open_store(
+    flag: Option<&str>,
+    config: &config::Config,
+    engine: &toolgate_core::EngineConfig,
+) -> Result<Arc<dyn Store>> {
+    let url = match flag.or(config.store.url.as_deref()) {
+        Some(text) => StoreUrl::parse(text)?,
+        None => {
+            let dir = trust::data_dir().context(
+                "cannot find a data directory for the default store: set XDG_DATA_HOME or HOME, or pass --store",
+            )?;
+            std::fs::create_dir_all(&dir)
+                .with_context(|| format!("cannot create the data directory {}", dir.display()))?;
+            StoreUrl::Sqlite(dir.join("toolgate.db"))
+        }
+    };
+    let options = StoreOptions {
+        durability: match config.audit.durability {
+            config::DurabilitySetting::Full => Durability::Full,
+            config::DurabilitySetting::Normal => Durability::Normal,
+        },
+        results_per_session: engine.results_per_session,
+        ..StoreOptions::default()
+    };
+    let store = toolgate_store::open(&url, &options).await?;
+    toolgate_store::retain(store.as_ref(), config.audit.keep_days)
+        .await
+        .map_err(|e| anyhow!("{}: retention failed: {e}", url.label()))?;
+    let recovery = toolgate_store::recover(store.as_ref())
+        .await
+        .map_err(|e| anyhow!("{}: cannot read the journal: {e}", url.label()))?;
+    if !recovery.closed.is_empty() {
+        let shown: Vec<String> = recovery
+            .closed
+            .iter()
+            .take(5)
+            .map(|r| {
+                format!(
+                    "{} (session {}, call {}, started {})",
+                    r.tool,
+                    r.session_id,
+                    r.call_id,
+                    r.started_at.map(time::rfc3339).unwrap_or_default()
+                )
+            })
+            .collect();
+        let more = recovery.closed.len().saturating_sub(shown.len());
+        eprintln!(
+            "toolgate: warning: {} call(s) may have run when an earlier toolgate process stopped: {}{}; `toolgate audit --outcome interrupted` lists them",
+            recovery.closed.len(),
+            shown.join(", "),
+            if more > 0 {
+                format!(" and {more} more")
+            } else {
+                String::new()
+            }
+        );
+    }
+    Ok(store)
+}
+
+/// `toolgate audit`.
+async fn audit(command: &Command, session: Option<&str>, store: &dyn Store) -> Result<ExitCode> {
+    let Command::Audit {
+        tool,
+        since,
+        outcome,
+        limit,
+        json,
+    } = command
+    else {
+        return Ok(ExitCode::SUCCESS);
+    };
+    let filter = JournalFilter {
+        session: session.map(SessionId::new),
+        tool: tool.clone(),
+        since: since
+            .as_deref()
+            .map(|s| time::parse_since(s, std::time::SystemTime::now()))
+            .transpose()?,
+        outcome: outcome.clone(),
+        limit: *limit,
+    };
+    let rows = store
+        .journal_list(&filter)
+        .await
+        .map_err(|e| anyhow!("cannot read the journal: {e}"))?;
+    let mut out = std::io::stdout().lock();
+    if *json {
+        for row in &rows {
+            serde_json::to_writer(&mut out, &row_json(row))?;
+            writeln!(out)?;
+        }
+    } else {
+        write_table(&mut out, &rows)?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn row_json(r: &JournalRow) -> Value {
+    json!({
+        "started_at": r.started_at.map(time::rfc3339),
+        "finished_at": r.finished_at.map(time::rfc3339),
+        "session_id": r.session_id,
+        "call_id": r.call_id,
+        "turn_id": r.turn_id,
+        "tool": r.tool,
+        "outcome": r.state,
+        "error_type": r.error_type,
+        "decision": r.decision,
+        "source": r.source,
+        "hooks": r.hooks,
+        "arguments_hash": format!("{:016x}", r.arguments_hash),
+        "arguments": r.arguments,
+        "repaired": r.repaired,
+        "raw": r.raw,
+        "cache_hit": r.cache_hit,
+        "attempts": r.attempts,
+        "waiting_ms": r.waiting_ms,
+        "running_ms": r.running_ms,
+        "may_have_run": r.may_have_run,
+    })
+}
+
+fn write_table(out: &mut impl Write, rows: &[JournalRow]) -> Result<()> {
+    let header = [
+        "STARTED", "SESSION", "CALL", "TOOL", "OUTCOME", "DECISION", "SOURCE", "TRIES", "WAIT_MS", "RUN_MS", "FLAGS",
+    ];
+    let cells: Vec<[String; 11]> = rows
+        .iter()
+        .map(|r| {
+            let mut flags = Vec::new();
+            if r.repaired {
+                flags.push("repaired");
+            }
+            if r.cache_hit {
+                flags.push("cached");
+            }
+            if r.may_have_run {
+                flags.push("may_have_run");
+            }
+            [
+                r.started_at.map(time::rfc3339).unwrap_or_default(),
+                r.session_id.to_string(),
+                r.call_id.to_string(),
+                r.tool.to_string(),
+                r.error_type.as_deref().unwrap_or(&r.state).to_owned(),
+                r.decision.as_deref().unwrap_or("-").to_owned(),
+                r.source.as_deref().unwrap_or("-").to_owned(),
+                r.attempts.to_string(),
+                r.waiting_ms.to_string(),
+                r.running_ms.to_string(),
+                if flags.is_empty() { "-".into() } else { flags.join(",") },
+            ]
+        })
+        .collect();
+    let mut widths = header.map(str::len);
+    for row in &cells {
+        for (w, c) in widths.iter_mut().zip(row) {
+            *w = (*w).max(c.chars().count());
+        }
+    }
+    let line = |out: &mut dyn Write, row: &[&str]| -> std::io::Result<()> {
+        let text: Vec<String> = row.iter().zip(widths).map(|(c, w)| format!("{c:<w$}")).collect();
+        writeln!(out, "{}", text.join("  ").trim_end())
+    };
+    line(out, &header)?;
+    for row in &cells {
+        line(out, &row.each_ref().map(String::as_str))?;
+    }
+    if rows.is_empty() {
+        writeln!(out, "(no journal rows match)")?;
+    }
+    Ok(())
 }
 
 async fn call(engine: &Arc<Engine>, session: &Arc<Session>, tool: String, args: Option<&str>) -> Result<ExitCode> {
