@@ -24,17 +24,79 @@ macro_rules! journal_insert {
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21)"
     };
 }
-const JOURNAL_CLAIM: &str = concat!(journal_insert!(), " ON CONFLICT (session_id, call_id) DO NOTHING");
-const JOURNAL_UPSERT: &str = concat!(
-    journal_insert!(),
-    " ON CONFLICT (session_id, call_id) DO UPDATE SET turn_id = excluded.turn_id, tool = excluded.tool, \
+/// The head of a multi-row insert (`VALUES` follows) and its conflict clause.
+const JOURNAL_INSERT_HEAD: &str = "INSERT INTO journal (session_id, call_id, turn_id, tool, arguments_hash, arguments, \
+     repaired, raw, state, error_type, decision, source, hooks, cache_hit, attempts, started_at, waiting_ms, \
+     running_ms, may_have_run, finished_at, owner) ";
+/// Rows per multi-row statement: 21 parameters each stays under both databases' limits.
+const ROWS_PER_STATEMENT: usize = 400;
+macro_rules! journal_update {
+    () => {
+        " ON CONFLICT (session_id, call_id) DO UPDATE SET turn_id = excluded.turn_id, tool = excluded.tool, \
      arguments_hash = excluded.arguments_hash, arguments = excluded.arguments, repaired = excluded.repaired, \
      raw = excluded.raw, state = excluded.state, error_type = excluded.error_type, decision = excluded.decision, \
      source = excluded.source, hooks = excluded.hooks, cache_hit = excluded.cache_hit, attempts = excluded.attempts, \
      started_at = excluded.started_at, waiting_ms = excluded.waiting_ms, running_ms = excluded.running_ms, \
      may_have_run = excluded.may_have_run, finished_at = excluded.finished_at, \
      owner = COALESCE(excluded.owner, journal.owner)"
-);
+    };
+}
+const JOURNAL_UPDATE_TAIL: &str = journal_update!();
+
+/// How a batch runs: closed journal rows that follow one another go in one statement (the last
+/// write of a key wins, as PostgreSQL refuses one key twice in a statement); the rest one by one.
+enum Step {
+    One(usize),
+    Rows(Vec<usize>),
+    /// Writes a later write of the same key replaced in this batch: done, nothing to run.
+    Superseded(Vec<usize>),
+}
+
+fn plan(ops: &[&Op]) -> Vec<Step> {
+    let mut steps = Vec::new();
+    let mut run: Vec<usize> = Vec::new();
+    let flush = |run: &mut Vec<usize>, steps: &mut Vec<Step>| {
+        if run.is_empty() {
+            return;
+        }
+        // Keep only the last write of each key, in order.
+        let mut seen = std::collections::HashSet::new();
+        let mut keep: Vec<usize> = run
+            .iter()
+            .rev()
+            .copied()
+            .filter(|&i| match ops[i] {
+                Op::Journal { row, .. } => seen.insert((row.session_id.clone(), row.call_id.clone())),
+                _ => false,
+            })
+            .collect();
+        keep.reverse();
+        let mut kept = vec![false; ops.len()];
+        for &i in &keep {
+            kept[i] = true;
+        }
+        let superseded: Vec<usize> = run.iter().copied().filter(|&i| !kept[i]).collect();
+        steps.push(Step::Rows(keep));
+        if !superseded.is_empty() {
+            steps.push(Step::Superseded(superseded));
+        }
+        run.clear();
+    };
+    for (i, op) in ops.iter().enumerate() {
+        match op {
+            Op::Journal { claim: false, .. } => run.push(i),
+            _ => {
+                flush(&mut run, &mut steps);
+                steps.push(Step::One(i));
+            }
+        }
+    }
+    flush(&mut run, &mut steps);
+    steps
+}
+
+const JOURNAL_CLAIM: &str = concat!(journal_insert!(), " ON CONFLICT (session_id, call_id) DO NOTHING");
+const JOURNAL_UPSERT: &str = concat!(journal_insert!(), journal_update!());
 macro_rules! journal_select {
     () => {
         "SELECT session_id, call_id, turn_id, tool, arguments_hash, arguments, repaired, raw, \
@@ -157,6 +219,74 @@ macro_rules! dialect {
                 finished_at: r.try_get::<Option<i64>, _>("finished_at")?.map(from_micros),
                 owner: r.try_get("owner")?,
             })
+        }
+
+        /// Closed journal rows in multi-row statements (one round trip per chunk, not per row).
+        pub(crate) async fn upsert_rows(
+            conn: &mut <$db as sqlx::Database>::Connection,
+            rows: &[&JournalRow],
+        ) -> Result<(), sqlx::Error> {
+            for chunk in rows.chunks(ROWS_PER_STATEMENT) {
+                let mut q = sqlx::QueryBuilder::<$db>::new(JOURNAL_INSERT_HEAD);
+                q.push_values(chunk, |mut b, r| {
+                    b.push_bind(r.session_id.as_str())
+                        .push_bind(r.call_id.as_str())
+                        .push_bind(r.turn_id.as_str())
+                        .push_bind(r.tool.as_str())
+                        .push_bind(r.arguments_hash as i64)
+                        .push_bind(json_text(&r.arguments))
+                        .push_bind(r.repaired)
+                        .push_bind(r.raw.as_deref())
+                        .push_bind(r.state.as_ref())
+                        .push_bind(r.error_type.as_deref())
+                        .push_bind(r.decision.as_deref())
+                        .push_bind(r.source.as_deref())
+                        .push_bind(json_text(&r.hooks))
+                        .push_bind(r.cache_hit)
+                        .push_bind(i64::from(r.attempts))
+                        .push_bind(r.started_at.map(micros))
+                        .push_bind(i64::try_from(r.waiting_ms).unwrap_or(i64::MAX))
+                        .push_bind(i64::try_from(r.running_ms).unwrap_or(i64::MAX))
+                        .push_bind(r.may_have_run)
+                        .push_bind(r.finished_at.map(micros))
+                        .push_bind(r.owner.as_deref());
+                });
+                q.push(JOURNAL_UPDATE_TAIL);
+                q.build().execute(&mut *conn).await?;
+            }
+            Ok(())
+        }
+
+        /// Runs a planned batch: single statements, and runs of closed rows together.
+        pub(crate) async fn run_steps(
+            conn: &mut <$db as sqlx::Database>::Connection,
+            ops: &[&Op],
+        ) -> Result<Vec<u64>, sqlx::Error> {
+            let mut counts = vec![0; ops.len()];
+            for step in plan(ops) {
+                match step {
+                    Step::One(i) => counts[i] = apply_one(conn, ops[i]).await?,
+                    Step::Rows(idx) => {
+                        let rows: Vec<&JournalRow> = idx
+                            .iter()
+                            .filter_map(|&i| match ops[i] {
+                                Op::Journal { row, .. } => Some(row.as_ref()),
+                                _ => None,
+                            })
+                            .collect();
+                        upsert_rows(conn, &rows).await?;
+                        for i in idx {
+                            counts[i] = 1;
+                        }
+                    }
+                    Step::Superseded(idx) => {
+                        for i in idx {
+                            counts[i] = 1;
+                        }
+                    }
+                }
+            }
+            Ok(counts)
         }
 
         /// One write on a connection inside the writer's transaction.
@@ -354,10 +484,7 @@ impl Apply for SqliteWriter {
     async fn apply(&mut self, ops: &[&Op]) -> Result<Vec<u64>, sqlx::Error> {
         use sqlx::Connection;
         let mut tx = self.0.begin_with("BEGIN IMMEDIATE").await?;
-        let mut counts = Vec::with_capacity(ops.len());
-        for op in ops {
-            counts.push(lite::apply_one(&mut tx, op).await?);
-        }
+        let counts = lite::run_steps(&mut tx, ops).await?;
         tx.commit().await?;
         Ok(counts)
     }
@@ -370,10 +497,7 @@ pub(crate) struct PgWriter(pub(crate) PgPool);
 impl Apply for PgWriter {
     async fn apply(&mut self, ops: &[&Op]) -> Result<Vec<u64>, sqlx::Error> {
         let mut tx = self.0.begin().await?;
-        let mut counts = Vec::with_capacity(ops.len());
-        for op in ops {
-            counts.push(pg::apply_one(&mut tx, op).await?);
-        }
+        let counts = pg::run_steps(&mut tx, ops).await?;
         tx.commit().await?;
         Ok(counts)
     }
@@ -594,5 +718,43 @@ impl Store for SqlStore {
     }
     async fn approval_get(&self, id: &str) -> Result<Option<PendingRecord>, StoreError> {
         read!(self, approval(id))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn journal(call: &str, claim: bool) -> Op {
+        Op::Journal {
+            row: Box::new(JournalRow {
+                session_id: "s".into(),
+                call_id: call.into(),
+                ..JournalRow::default()
+            }),
+            claim,
+        }
+    }
+
+    #[test]
+    fn closed_rows_are_grouped_and_the_last_write_of_a_key_wins() {
+        let ops = [
+            journal("a", false),
+            journal("b", false),
+            journal("a", false),
+            journal("c", true),
+            Op::Flush,
+            journal("d", false),
+        ];
+        let refs: Vec<&Op> = ops.iter().collect();
+        let steps: Vec<String> = plan(&refs)
+            .into_iter()
+            .map(|s| match s {
+                Step::One(i) => format!("one {i}"),
+                Step::Rows(r) => format!("rows {r:?}"),
+                Step::Superseded(r) => format!("superseded {r:?}"),
+            })
+            .collect();
+        assert_eq!(steps, ["rows [1, 2]", "superseded [0]", "one 3", "one 4", "rows [5]"]);
     }
 }
