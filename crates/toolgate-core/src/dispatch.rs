@@ -757,9 +757,9 @@ impl Engine {
             turn_id: turn.id.clone(),
             tool: entry.name().clone(),
             arguments_hash: crate::guard::canonical_hash(&args),
-            arguments: self.config.audit_arguments.then(|| redact_value(&args)),
+            arguments: self.config.audit_arguments.then(|| audit_arguments(&args)),
             repaired: call.repair.is_some(),
-            raw: call.repair.as_ref().map(|r| redact_text(&r.raw).into_owned()),
+            raw: call.repair.as_ref().map(|r| audit_text(&r.raw)),
             state: "started".into(),
             started_at: Some(std::time::SystemTime::now()),
             ..JournalRow::default()
@@ -800,7 +800,7 @@ impl Engine {
                 args = call.arguments_value();
                 if let Some(row) = stats.journal.as_mut() {
                     row.arguments_hash = crate::guard::canonical_hash(&args);
-                    row.arguments = self.config.audit_arguments.then(|| redact_value(&args));
+                    row.arguments = self.config.audit_arguments.then(|| audit_arguments(&args));
                 }
                 decision = decide_now(&call);
             }
@@ -1367,6 +1367,32 @@ fn error_entry(id: &CallId, name: &str, error: &CallError) -> ToolResult {
         error_kind: Some(error.kind),
     }
 }
+
+/// Arguments as the journal keeps them: secrets redacted, cut structurally to
+/// [`AUDIT_BYTES`] (the row's hash covers them whole).
+fn audit_arguments(args: &Value) -> Value {
+    let redacted = redact_value(args);
+    if json_size(&redacted) <= AUDIT_BYTES {
+        return redacted;
+    }
+    truncate(&redacted, AUDIT_BYTES, None).value
+}
+
+/// Raw call text as the journal keeps it: redacted, at most [`AUDIT_BYTES`] on a char boundary.
+fn audit_text(raw: &str) -> String {
+    let redacted = redact_text(raw);
+    if redacted.len() <= AUDIT_BYTES {
+        return redacted.into_owned();
+    }
+    let mut end = AUDIT_BYTES;
+    while !redacted.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…[{} bytes cut]", &redacted[..end], redacted.len() - end)
+}
+
+/// The most of a call's arguments (and raw text) one journal row keeps.
+pub const AUDIT_BYTES: usize = 8 << 10;
 
 /// What a run leaves in the cache: a success's untruncated content; failures and restarts never.
 fn cacheable(report: &ExecReport) -> Option<Value> {

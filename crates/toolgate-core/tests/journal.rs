@@ -163,3 +163,29 @@ async fn store_arguments_off_keeps_only_the_hash_and_a_refused_rerun_writes_noth
         "the refusal left the original row alone"
     );
 }
+
+#[tokio::test]
+async fn large_arguments_are_kept_cut_to_the_audit_budget() {
+    let store = Arc::new(MemoryStore::new());
+    let mut h = harness(vec![echo("look", read_only())], EngineConfig::default());
+    h.session = session_on(&h, store.clone(), Arc::new(toolgate_core::permit::ApproveAll));
+    let big = "x".repeat(100_000);
+    let args = json!({"text": big, "path": "a.txt"}).to_string();
+    h.engine
+        .run_turn(
+            &h.session,
+            &openai_answer(&[("big", "look", &args)]),
+            TurnOptions::default(),
+        )
+        .await;
+    let r = row(&store, "big").await;
+    let kept = r.arguments.unwrap();
+    let size = toolgate_core::result::json_size(&kept);
+    assert!(size <= toolgate_core::dispatch::AUDIT_BYTES + 512, "{size}");
+    assert_eq!(kept["path"], "a.txt", "short values survive the cut");
+    assert_eq!(
+        r.arguments_hash,
+        toolgate_core::guard::canonical_hash(&serde_json::from_str(&args).unwrap()),
+        "the hash covers the whole arguments"
+    );
+}

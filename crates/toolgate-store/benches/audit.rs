@@ -158,7 +158,10 @@ impl Drop for Pg {
     fn drop(&mut self) {
         let (base, schema) = (self.base.clone(), self.schema.clone());
         let _ = std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().ok()?;
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .ok()?;
             rt.block_on(async {
                 let mut c = sqlx::PgConnection::connect(&base).await.ok()?;
                 sqlx::raw_sql(sqlx::AssertSqlSafe(format!("DROP SCHEMA IF EXISTS {schema} CASCADE")))

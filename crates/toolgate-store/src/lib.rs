@@ -12,6 +12,7 @@
 //! process with group commit, and answer reads from a pool. SQLite runs in WAL mode with
 //! `BEGIN IMMEDIATE` and a busy timeout, so several processes share one file.
 
+mod nodelay;
 mod owner;
 mod sql;
 mod writer;
@@ -225,7 +226,14 @@ pub async fn open_postgres(url: &str, options: &StoreOptions) -> Result<SqlStore
             let _ = conn.close().await;
         }
     }
+    let port = connect.get_port();
     let pool = PgPoolOptions::new()
+        .after_connect(move |_, _| {
+            Box::pin(async move {
+                nodelay::set_for_peer_port(port);
+                Ok(())
+            })
+        })
         .max_connections(options.max_connections.max(1) + 1)
         .acquire_timeout(options.connect_timeout)
         .connect_with(connect)

@@ -42,6 +42,15 @@ macro_rules! journal_update {
     };
 }
 const JOURNAL_UPDATE_TAIL: &str = journal_update!();
+/// PostgreSQL's many-row form: one array per column.
+const JOURNAL_UNNEST: &str = concat!(
+    "INSERT INTO journal (session_id, call_id, turn_id, tool, arguments_hash, arguments, repaired, raw, state, \
+     error_type, decision, source, hooks, cache_hit, attempts, started_at, waiting_ms, running_ms, may_have_run, \
+     finished_at, owner) SELECT * FROM UNNEST($1::text[], $2::text[], $3::text[], $4::text[], $5::int8[], \
+     $6::text[], $7::bool[], $8::text[], $9::text[], $10::text[], $11::text[], $12::text[], $13::text[], \
+     $14::bool[], $15::int8[], $16::int8[], $17::int8[], $18::int8[], $19::bool[], $20::int8[], $21::text[])",
+    journal_update!()
+);
 
 /// How a batch runs: closed journal rows that follow one another go in one statement (the last
 /// write of a key wins, as PostgreSQL refuses one key twice in a statement); the rest one by one.
@@ -219,42 +228,6 @@ macro_rules! dialect {
                 finished_at: r.try_get::<Option<i64>, _>("finished_at")?.map(from_micros),
                 owner: r.try_get("owner")?,
             })
-        }
-
-        /// Closed journal rows in multi-row statements (one round trip per chunk, not per row).
-        pub(crate) async fn upsert_rows(
-            conn: &mut <$db as sqlx::Database>::Connection,
-            rows: &[&JournalRow],
-        ) -> Result<(), sqlx::Error> {
-            for chunk in rows.chunks(ROWS_PER_STATEMENT) {
-                let mut q = sqlx::QueryBuilder::<$db>::new(JOURNAL_INSERT_HEAD);
-                q.push_values(chunk, |mut b, r| {
-                    b.push_bind(r.session_id.as_str())
-                        .push_bind(r.call_id.as_str())
-                        .push_bind(r.turn_id.as_str())
-                        .push_bind(r.tool.as_str())
-                        .push_bind(r.arguments_hash as i64)
-                        .push_bind(json_text(&r.arguments))
-                        .push_bind(r.repaired)
-                        .push_bind(r.raw.as_deref())
-                        .push_bind(r.state.as_ref())
-                        .push_bind(r.error_type.as_deref())
-                        .push_bind(r.decision.as_deref())
-                        .push_bind(r.source.as_deref())
-                        .push_bind(json_text(&r.hooks))
-                        .push_bind(r.cache_hit)
-                        .push_bind(i64::from(r.attempts))
-                        .push_bind(r.started_at.map(micros))
-                        .push_bind(i64::try_from(r.waiting_ms).unwrap_or(i64::MAX))
-                        .push_bind(i64::try_from(r.running_ms).unwrap_or(i64::MAX))
-                        .push_bind(r.may_have_run)
-                        .push_bind(r.finished_at.map(micros))
-                        .push_bind(r.owner.as_deref());
-                });
-                q.push(JOURNAL_UPDATE_TAIL);
-                q.build().execute(&mut *conn).await?;
-            }
-            Ok(())
         }
 
         /// Runs a planned batch: single statements, and runs of closed rows together.
@@ -462,10 +435,79 @@ macro_rules! dialect {
 
 pub(crate) mod lite {
     dialect!(sqlx::Sqlite, sqlx::sqlite::SqliteRow);
+
+    /// Closed journal rows in multi-row statements (one round trip per chunk, not per row).
+    pub(crate) async fn upsert_rows(
+        conn: &mut sqlx::SqliteConnection,
+        rows: &[&JournalRow],
+    ) -> Result<(), sqlx::Error> {
+        for chunk in rows.chunks(ROWS_PER_STATEMENT) {
+            let mut q = sqlx::QueryBuilder::<sqlx::Sqlite>::new(JOURNAL_INSERT_HEAD);
+            q.push_values(chunk, |mut b, r| {
+                b.push_bind(r.session_id.as_str())
+                    .push_bind(r.call_id.as_str())
+                    .push_bind(r.turn_id.as_str())
+                    .push_bind(r.tool.as_str())
+                    .push_bind(r.arguments_hash as i64)
+                    .push_bind(json_text(&r.arguments))
+                    .push_bind(r.repaired)
+                    .push_bind(r.raw.as_deref())
+                    .push_bind(r.state.as_ref())
+                    .push_bind(r.error_type.as_deref())
+                    .push_bind(r.decision.as_deref())
+                    .push_bind(r.source.as_deref())
+                    .push_bind(json_text(&r.hooks))
+                    .push_bind(r.cache_hit)
+                    .push_bind(i64::from(r.attempts))
+                    .push_bind(r.started_at.map(micros))
+                    .push_bind(i64::try_from(r.waiting_ms).unwrap_or(i64::MAX))
+                    .push_bind(i64::try_from(r.running_ms).unwrap_or(i64::MAX))
+                    .push_bind(r.may_have_run)
+                    .push_bind(r.finished_at.map(micros))
+                    .push_bind(r.owner.as_deref());
+            });
+            q.push(JOURNAL_UPDATE_TAIL);
+            q.build().execute(&mut *conn).await?;
+        }
+        Ok(())
+    }
 }
 
 pub(crate) mod pg {
     dialect!(sqlx::Postgres, sqlx::postgres::PgRow);
+
+    /// Closed journal rows in one statement over arrays: one prepared text whatever the count,
+    /// where a `VALUES` list would be planned anew for every length.
+    pub(crate) async fn upsert_rows(conn: &mut sqlx::PgConnection, rows: &[&JournalRow]) -> Result<(), sqlx::Error> {
+        fn col<T>(rows: &[&JournalRow], f: impl Fn(&JournalRow) -> T) -> Vec<T> {
+            rows.iter().map(|r| f(r)).collect()
+        }
+        sqlx::query(JOURNAL_UNNEST)
+            .bind(col(rows, |r| r.session_id.to_string()))
+            .bind(col(rows, |r| r.call_id.to_string()))
+            .bind(col(rows, |r| r.turn_id.to_string()))
+            .bind(col(rows, |r| r.tool.to_string()))
+            .bind(col(rows, |r| r.arguments_hash as i64))
+            .bind(col(rows, |r| json_text(&r.arguments)))
+            .bind(col(rows, |r| r.repaired))
+            .bind(col(rows, |r| r.raw.clone()))
+            .bind(col(rows, |r| r.state.to_string()))
+            .bind(col(rows, |r| r.error_type.as_deref().map(str::to_owned)))
+            .bind(col(rows, |r| r.decision.as_deref().map(str::to_owned)))
+            .bind(col(rows, |r| r.source.as_deref().map(str::to_owned)))
+            .bind(col(rows, |r| json_text(&r.hooks)))
+            .bind(col(rows, |r| r.cache_hit))
+            .bind(col(rows, |r| i64::from(r.attempts)))
+            .bind(col(rows, |r| r.started_at.map(micros)))
+            .bind(col(rows, |r| i64::try_from(r.waiting_ms).unwrap_or(i64::MAX)))
+            .bind(col(rows, |r| i64::try_from(r.running_ms).unwrap_or(i64::MAX)))
+            .bind(col(rows, |r| r.may_have_run))
+            .bind(col(rows, |r| r.finished_at.map(micros)))
+            .bind(col(rows, |r| r.owner.clone()))
+            .execute(conn)
+            .await?;
+        Ok(())
+    }
 }
 
 /// Reads go to a pool; writes go through the process's writer task.
