@@ -777,7 +777,9 @@ impl Engine {
             let event = self.hook_event(session, &call, name, "PreToolUse", None);
             let merged = hooks::run_pre(&self.hooks, &event).await;
             context = merged.additional_context;
-            if let Some(row) = stats.journal.as_mut() {
+            if let Some(row) = stats.journal.as_mut()
+                && (merged.decision.is_some() || merged.updated_input.is_some())
+            {
                 row.hooks = Some(serde_json::json!({"pre": {
                     "decision": merged.decision.as_ref().map(|(d, _)| d.as_str()),
                     "reason": merged.decision.as_ref().map(|(_, r)| redact_text(r).into_owned()),
@@ -1059,7 +1061,9 @@ impl Engine {
         if !self.hooks.is_empty() {
             let event = self.hook_event(session, call, name, "PostToolUse", Some(content.clone()));
             let merged = hooks::run_post(&self.hooks, &event).await;
-            if let Some(row) = stats.journal.as_mut() {
+            if let Some(row) = stats.journal.as_mut()
+                && (merged.replacement.is_some() || merged.stop.is_some())
+            {
                 let post = serde_json::json!({
                     "replaced": merged.replacement.is_some(),
                     "stop": merged.stop.as_deref().map(|m| redact_text(m).into_owned()),

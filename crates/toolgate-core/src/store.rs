@@ -45,7 +45,8 @@ pub struct JournalRow {
     pub decision: Option<Cow<'static, str>>,
     /// Where the verdict came from.
     pub source: Option<Cow<'static, str>>,
-    /// What the hooks said: `{"pre": {"decision", "reason", "rewrote"}, "post": {"replaced", "stop"}}`.
+    /// What the hooks said, when one decided, rewrote, replaced or stopped:
+    /// `{"pre": {"decision", "reason", "rewrote"}, "post": {"replaced", "stop"}}`.
     pub hooks: Option<Value>,
     /// Whether the cache answered.
     pub cache_hit: bool,
@@ -153,8 +154,9 @@ pub trait Store: ResultStore {
     async fn approval_get(&self, id: &str) -> Result<Option<PendingRecord>, StoreError>;
 }
 
-/// Journal rows kept in memory at most (finished rows are dropped beyond it).
-const MAX_JOURNAL_ROWS: usize = 100_000;
+/// Journal rows kept in memory at most (finished rows are dropped beyond it): the in-memory
+/// journal serves the running process; durable audit is the SQL stores' job.
+const MAX_JOURNAL_ROWS: usize = 10_000;
 
 /// Every kind of state in memory; bounded results per session (see [`crate::result::MemoryResults`]).
 #[derive(Debug, Default)]
