@@ -1148,9 +1148,21 @@ impl Engine {
         }
         // The report of a run that happened here, so a miss is reported as what it was.
         let mut ran: Option<ExecReport> = None;
+        // A session entry also goes to a durable store, so the session's other processes share it.
+        let shared = (plan.scope == CacheScope::Session && session.store.durable()).then(|| key.clone());
         let run_once = async {
+            if let Some(key) = &shared
+                && let Ok(Some(content)) = session.store.cache_get(key).await
+            {
+                return Ok(content);
+            }
             let report = run().await;
             let cacheable = cacheable(&report);
+            if let (Some(key), Some(content)) = (&shared, &cacheable)
+                && let Err(e) = session.store.cache_put(key, content, plan.ttl).await
+            {
+                tracing::warn!(error = %e, "could not store the cache entry");
+            }
             ran = Some(report.clone());
             cacheable.ok_or(report)
         };

@@ -127,6 +127,11 @@ pub trait Store: ResultStore {
     async fn journal_list(&self, filter: &JournalFilter) -> Result<Vec<JournalRow>, StoreError>;
     /// Deletes finished rows started before `before` (retention); returns how many went.
     async fn journal_prune(&self, before: SystemTime) -> Result<u64, StoreError>;
+    /// Whether the state outlives the process (other processes of a session see it): session
+    /// cache entries are then kept here too.
+    fn durable(&self) -> bool {
+        false
+    }
     /// Waits until every write made so far is durable (before a process exits).
     async fn flush(&self) -> Result<(), StoreError> {
         Ok(())

@@ -686,6 +686,9 @@ impl Store for SqlStore {
         self.writer.settle().await?;
         self.writer.write(Op::Prune { before: micros(before) }).await
     }
+    fn durable(&self) -> bool {
+        true
+    }
     async fn flush(&self) -> Result<(), StoreError> {
         self.writer.flush().await
     }
