@@ -326,3 +326,49 @@ fn postgres_is_a_store_like_any_other() {
         std::panic::resume_unwind(p);
     }
 }
+
+#[test]
+fn retention_deletes_finished_rows_older_than_keep_days_at_start() {
+    let ws = workspace();
+    let path = ws.path().join("old.db");
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let store = toolgate_store::open(
+            &toolgate_store::StoreUrl::Sqlite(path.clone()),
+            &toolgate_store::StoreOptions::default(),
+        )
+        .await
+        .unwrap();
+        let day = std::time::Duration::from_secs(86_400);
+        for (id, age_days) in [("ancient", 40u32), ("recent", 2)] {
+            let row = toolgate_core::store::JournalRow {
+                session_id: "s".into(),
+                call_id: id.into(),
+                tool: "read_file".into(),
+                state: "success".into(),
+                started_at: Some(std::time::SystemTime::now() - day * age_days),
+                ..Default::default()
+            };
+            store.journal_finish(row).await.unwrap();
+        }
+        store.flush().await.unwrap();
+    });
+    let db = format!("sqlite://{}", path.display());
+    let ids = |keep: &str| -> Vec<String> {
+        let out = toolgate(ws.path())
+            .env("TOOLGATE_AUDIT_KEEP_DAYS", keep)
+            .args(["--store", &db, "audit", "--json"])
+            .output()
+            .unwrap();
+        lines(&out)
+            .iter()
+            .map(|r| r["call_id"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    assert_eq!(ids("0"), ["recent", "ancient"], "keep_days = 0 keeps everything");
+    assert_eq!(ids("30"), ["recent"], "the default 30 days drops the 40-day-old row");
+    assert_eq!(ids("1"), Vec::<String>::new());
+}

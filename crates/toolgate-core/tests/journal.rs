@@ -189,3 +189,42 @@ async fn large_arguments_are_kept_cut_to_the_audit_budget() {
         "the hash covers the whole arguments"
     );
 }
+
+#[tokio::test]
+async fn a_killed_call_is_closed_canceled_and_may_have_run() {
+    let store = Arc::new(MemoryStore::new());
+    let started = Arc::new(tokio::sync::Notify::new());
+    let signal = started.clone();
+    let tool = Arc::new(FnTool::new("slow_write", writer(), move |ctx, _| {
+        let signal = signal.clone();
+        async move {
+            signal.notify_one();
+            ctx.cancel.cancelled().await;
+            Ok(toolgate_core::ToolOutput::json(json!("never")))
+        }
+    }));
+    let mut h = harness(vec![tool], EngineConfig::default());
+    h.session = session_on(&h, store.clone(), Arc::new(toolgate_core::permit::ApproveAll));
+    let (engine, session) = (h.engine.clone(), h.session.clone());
+    let turn = tokio::spawn(async move {
+        engine
+            .run_turn(
+                &session,
+                &openai_answer(&[("k1", "slow_write", "{}")]),
+                TurnOptions::default(),
+            )
+            .await
+    });
+    started.notified().await;
+    assert_eq!(store.journal_unfinished().await.unwrap().len(), 1, "open while it runs");
+    h.session.kill();
+    let turn = turn.await.unwrap();
+    assert_eq!(turn.status.as_str(), "stopped_by_user");
+    let r = row(&store, "k1").await;
+    assert_eq!(
+        (r.state.as_ref(), r.error_type.as_deref()),
+        ("canceled", Some("canceled"))
+    );
+    assert!(r.may_have_run, "the tool had started");
+    assert!(store.journal_unfinished().await.unwrap().is_empty());
+}
