@@ -2,25 +2,12 @@
 //! by processes of one session, the report of calls an earlier process left running, and bad
 //! stores answered with one line and exit 2.
 
-use assert_cmd::Command;
 use serde_json::{Value, json};
 use std::path::Path;
 
-fn toolgate(workspace: &Path) -> Command {
-    let mut cmd = Command::cargo_bin("toolgate").unwrap();
-    cmd.arg("--workspace").arg(workspace);
-    cmd.env("XDG_CONFIG_HOME", workspace.join(".no-config"));
-    cmd.env("XDG_DATA_HOME", workspace.join(".data"));
-    cmd.env_remove("RUST_LOG");
-    cmd.env_remove("TOOLGATE_STORE_URL");
-    cmd
-}
+mod common;
 
-fn workspace() -> tempfile::TempDir {
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("hello.txt"), "hello\nworld\n").unwrap();
-    dir
-}
+use common::*;
 
 fn lines(out: &std::process::Output) -> Vec<Value> {
     String::from_utf8_lossy(&out.stdout)
@@ -29,17 +16,39 @@ fn lines(out: &std::process::Output) -> Vec<Value> {
         .collect()
 }
 
+/// One line, exit 2, and nothing on stdout.
 fn assert_one_line_exit_2(out: &std::process::Output, needle: &str) {
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "stderr: {stderr}");
-    assert!(stderr.contains(needle), "{stderr:?} should mention {needle:?}");
-    assert_eq!(stderr.trim_end().lines().count(), 1, "one line: {stderr:?}");
-    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert_usage_error(out, needle);
     assert!(
         out.stdout.is_empty(),
         "nothing on stdout: {}",
         String::from_utf8_lossy(&out.stdout)
     );
+}
+
+/// Writes journal rows into a SQLite store as another process would have: opened (`started`)
+/// or closed.
+fn seed(path: &Path, rows: Vec<toolgate_core::store::JournalRow>, open: bool) {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let store = toolgate_store::open(
+            &toolgate_store::StoreUrl::Sqlite(path.to_owned()),
+            &toolgate_store::StoreOptions::default(),
+        )
+        .await
+        .unwrap();
+        for row in rows {
+            if open {
+                assert!(store.journal_begin(&row).await.unwrap());
+            } else {
+                store.journal_finish(row).await.unwrap();
+            }
+        }
+        store.flush().await.unwrap();
+    });
 }
 
 #[test]
@@ -185,32 +194,19 @@ fn regex_handle(text: &str) -> Option<String> {
 fn calls_a_dead_process_left_running_are_reported_at_the_next_start() {
     let ws = workspace();
     let path = ws.path().join("crashed.db");
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    rt.block_on(async {
-        let store = toolgate_store::open(
-            &toolgate_store::StoreUrl::Sqlite(path.clone()),
-            &toolgate_store::StoreOptions::default(),
-        )
-        .await
-        .unwrap();
-        // As a process that died mid-call leaves it: started, owned by a process that is gone.
-        let mut owner = toolgate_store::this_process();
-        owner.push('9');
-        let row = toolgate_core::store::JournalRow {
-            session_id: "s".into(),
-            call_id: "c-lost".into(),
-            tool: "write_file".into(),
-            state: "started".into(),
-            started_at: Some(std::time::SystemTime::now()),
-            owner: Some(owner),
-            ..Default::default()
-        };
-        assert!(store.journal_begin(&row).await.unwrap());
-        store.flush().await.unwrap();
-    });
+    // As a process that died mid-call leaves it: started, owned by a process that is gone.
+    let mut owner = toolgate_store::this_process();
+    owner.push('9');
+    let row = toolgate_core::store::JournalRow {
+        session_id: "s".into(),
+        call_id: "c-lost".into(),
+        tool: "write_file".into(),
+        state: "started".into(),
+        started_at: Some(std::time::SystemTime::now()),
+        owner: Some(owner),
+        ..Default::default()
+    };
+    seed(&path, vec![row], true);
     let db = format!("sqlite://{}", path.display());
     let out = toolgate(ws.path())
         .args(["--store", &db, "audit", "--json"])
@@ -331,31 +327,19 @@ fn postgres_is_a_store_like_any_other() {
 fn retention_deletes_finished_rows_older_than_keep_days_at_start() {
     let ws = workspace();
     let path = ws.path().join("old.db");
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    rt.block_on(async {
-        let store = toolgate_store::open(
-            &toolgate_store::StoreUrl::Sqlite(path.clone()),
-            &toolgate_store::StoreOptions::default(),
-        )
-        .await
-        .unwrap();
-        let day = std::time::Duration::from_secs(86_400);
-        for (id, age_days) in [("ancient", 40u32), ("recent", 2)] {
-            let row = toolgate_core::store::JournalRow {
-                session_id: "s".into(),
-                call_id: id.into(),
-                tool: "read_file".into(),
-                state: "success".into(),
-                started_at: Some(std::time::SystemTime::now() - day * age_days),
-                ..Default::default()
-            };
-            store.journal_finish(row).await.unwrap();
-        }
-        store.flush().await.unwrap();
-    });
+    let day = std::time::Duration::from_secs(86_400);
+    let rows = [("ancient", 40u32), ("recent", 2)]
+        .into_iter()
+        .map(|(id, age_days)| toolgate_core::store::JournalRow {
+            session_id: "s".into(),
+            call_id: id.into(),
+            tool: "read_file".into(),
+            state: "success".into(),
+            started_at: Some(std::time::SystemTime::now() - day * age_days),
+            ..Default::default()
+        })
+        .collect();
+    seed(&path, rows, false);
     let db = format!("sqlite://{}", path.display());
     let ids = |keep: &str| -> Vec<String> {
         let out = toolgate(ws.path())

@@ -20,7 +20,7 @@ mod writer;
 pub use owner::{alive as owner_alive, this_process};
 pub use sql::SqlStore;
 
-use sql::{MIGRATIONS, PgWriter, Reader, ResultLimits, SqliteWriter};
+use sql::{PgWriter, Reader, ResultLimits, SqliteWriter};
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 use sqlx::{ConnectOptions, Connection};
@@ -246,21 +246,11 @@ pub async fn open_postgres(url: &str, options: &StoreOptions) -> Result<SqlStore
     Ok(store)
 }
 
-const SCHEMA_TABLE: &str = "CREATE TABLE IF NOT EXISTS toolgate_schema (version BIGINT NOT NULL)";
-const SCHEMA_VERSION: &str = "SELECT COALESCE(MAX(version), 0) FROM toolgate_schema";
-const SCHEMA_RECORD: &str = "INSERT INTO toolgate_schema (version) VALUES ($1)";
-
 /// Applies the migrations this file lacks, under the write lock (`BEGIN IMMEDIATE`), so two
 /// processes starting at once migrate once.
 async fn migrate_sqlite(conn: &mut sqlx::SqliteConnection) -> Result<(), sqlx::Error> {
     let mut tx = conn.begin_with("BEGIN IMMEDIATE").await?;
-    sqlx::query(SCHEMA_TABLE).execute(&mut *tx).await?;
-    let version: i64 = sqlx::query_scalar(SCHEMA_VERSION).fetch_one(&mut *tx).await?;
-    check_version(version)?;
-    for (v, sql) in MIGRATIONS.iter().filter(|(v, _)| *v > version) {
-        sqlx::raw_sql(*sql).execute(&mut *tx).await?;
-        sqlx::query(SCHEMA_RECORD).bind(*v).execute(&mut *tx).await?;
-    }
+    sql::lite::migrate(&mut tx).await?;
     tx.commit().await
 }
 
@@ -270,24 +260,8 @@ async fn migrate_postgres(pool: &sqlx::PgPool) -> Result<(), sqlx::Error> {
     sqlx::query("SELECT pg_advisory_xact_lock(745020190)")
         .execute(&mut *tx)
         .await?;
-    sqlx::query(SCHEMA_TABLE).execute(&mut *tx).await?;
-    let version: i64 = sqlx::query_scalar(SCHEMA_VERSION).fetch_one(&mut *tx).await?;
-    check_version(version)?;
-    for (v, sql) in MIGRATIONS.iter().filter(|(v, _)| *v > version) {
-        sqlx::raw_sql(*sql).execute(&mut *tx).await?;
-        sqlx::query(SCHEMA_RECORD).bind(*v).execute(&mut *tx).await?;
-    }
+    sql::pg::migrate(&mut tx).await?;
     tx.commit().await
-}
-
-fn check_version(version: i64) -> Result<(), sqlx::Error> {
-    let known = MIGRATIONS.last().map_or(0, |(v, _)| *v);
-    if version > known {
-        return Err(sqlx::Error::Protocol(format!(
-            "the database's schema is version {version}, newer than this toolgate knows ({known}); upgrade toolgate"
-        )));
-    }
-    Ok(())
 }
 
 /// What a start found of calls an earlier process left running.

@@ -15,6 +15,46 @@ use toolgate_core::{CallId, Principal, SessionId};
 
 /// Schema migrations, applied in order at start; each is valid SQLite and PostgreSQL.
 pub(crate) const MIGRATIONS: &[(i64, &str)] = &[(1, include_str!("migrations/0001_state.sql"))];
+const SCHEMA_TABLE: &str = "CREATE TABLE IF NOT EXISTS toolgate_schema (version BIGINT NOT NULL)";
+const SCHEMA_VERSION: &str = "SELECT COALESCE(MAX(version), 0) FROM toolgate_schema";
+const SCHEMA_RECORD: &str = "INSERT INTO toolgate_schema (version) VALUES ($1)";
+
+fn check_version(version: i64) -> Result<(), sqlx::Error> {
+    let known = MIGRATIONS.last().map_or(0, |(v, _)| *v);
+    if version > known {
+        return Err(sqlx::Error::Protocol(format!(
+            "the database's schema is version {version}, newer than this toolgate knows ({known}); upgrade toolgate"
+        )));
+    }
+    Ok(())
+}
+
+/// The 21 journal columns bound in order, by `Query::bind` or a builder's `push_bind`.
+macro_rules! bind_journal {
+    ($q:expr, $bind:ident, $r:expr) => {
+        $q.$bind($r.session_id.as_str())
+            .$bind($r.call_id.as_str())
+            .$bind($r.turn_id.as_str())
+            .$bind($r.tool.as_str())
+            .$bind($r.arguments_hash as i64)
+            .$bind(json_text(&$r.arguments))
+            .$bind($r.repaired)
+            .$bind($r.raw.as_deref())
+            .$bind($r.state.as_ref())
+            .$bind($r.error_type.as_deref())
+            .$bind($r.decision.as_deref())
+            .$bind($r.source.as_deref())
+            .$bind(json_text(&$r.hooks))
+            .$bind($r.cache_hit)
+            .$bind(i64::from($r.attempts))
+            .$bind($r.started_at.map(micros))
+            .$bind(i64::try_from($r.waiting_ms).unwrap_or(i64::MAX))
+            .$bind(i64::try_from($r.running_ms).unwrap_or(i64::MAX))
+            .$bind($r.may_have_run)
+            .$bind($r.finished_at.map(micros))
+            .$bind($r.owner.as_deref())
+    };
+}
 
 macro_rules! journal_insert {
     () => {
@@ -181,27 +221,7 @@ macro_rules! dialect {
             q: sqlx::query::Query<'q, $db, <$db as sqlx::Database>::Arguments>,
             r: &JournalRow,
         ) -> sqlx::query::Query<'q, $db, <$db as sqlx::Database>::Arguments> {
-            q.bind(r.session_id.as_str())
-                .bind(r.call_id.as_str())
-                .bind(r.turn_id.as_str())
-                .bind(r.tool.as_str())
-                .bind(r.arguments_hash as i64)
-                .bind(json_text(&r.arguments))
-                .bind(r.repaired)
-                .bind(r.raw.as_deref())
-                .bind(r.state.as_ref())
-                .bind(r.error_type.as_deref())
-                .bind(r.decision.as_deref())
-                .bind(r.source.as_deref())
-                .bind(json_text(&r.hooks))
-                .bind(r.cache_hit)
-                .bind(i64::from(r.attempts))
-                .bind(r.started_at.map(micros))
-                .bind(i64::try_from(r.waiting_ms).unwrap_or(i64::MAX))
-                .bind(i64::try_from(r.running_ms).unwrap_or(i64::MAX))
-                .bind(r.may_have_run)
-                .bind(r.finished_at.map(micros))
-                .bind(r.owner.as_deref())
+            bind_journal!(q, bind, r)
         }
 
         fn row(r: &$row) -> Result<JournalRow, sqlx::Error> {
@@ -260,6 +280,18 @@ macro_rules! dialect {
                 }
             }
             Ok(counts)
+        }
+
+        /// Applies the migrations the database lacks (the caller holds the lock and the transaction).
+        pub(crate) async fn migrate(conn: &mut <$db as sqlx::Database>::Connection) -> Result<(), sqlx::Error> {
+            sqlx::query(SCHEMA_TABLE).execute(&mut *conn).await?;
+            let version: i64 = sqlx::query_scalar(SCHEMA_VERSION).fetch_one(&mut *conn).await?;
+            check_version(version)?;
+            for (v, sql) in MIGRATIONS.iter().filter(|(v, _)| *v > version) {
+                sqlx::raw_sql(*sql).execute(&mut *conn).await?;
+                sqlx::query(SCHEMA_RECORD).bind(*v).execute(&mut *conn).await?;
+            }
+            Ok(())
         }
 
         /// One write on a connection inside the writer's transaction.
@@ -444,27 +476,7 @@ pub(crate) mod lite {
         for chunk in rows.chunks(ROWS_PER_STATEMENT) {
             let mut q = sqlx::QueryBuilder::<sqlx::Sqlite>::new(JOURNAL_INSERT_HEAD);
             q.push_values(chunk, |mut b, r| {
-                b.push_bind(r.session_id.as_str())
-                    .push_bind(r.call_id.as_str())
-                    .push_bind(r.turn_id.as_str())
-                    .push_bind(r.tool.as_str())
-                    .push_bind(r.arguments_hash as i64)
-                    .push_bind(json_text(&r.arguments))
-                    .push_bind(r.repaired)
-                    .push_bind(r.raw.as_deref())
-                    .push_bind(r.state.as_ref())
-                    .push_bind(r.error_type.as_deref())
-                    .push_bind(r.decision.as_deref())
-                    .push_bind(r.source.as_deref())
-                    .push_bind(json_text(&r.hooks))
-                    .push_bind(r.cache_hit)
-                    .push_bind(i64::from(r.attempts))
-                    .push_bind(r.started_at.map(micros))
-                    .push_bind(i64::try_from(r.waiting_ms).unwrap_or(i64::MAX))
-                    .push_bind(i64::try_from(r.running_ms).unwrap_or(i64::MAX))
-                    .push_bind(r.may_have_run)
-                    .push_bind(r.finished_at.map(micros))
-                    .push_bind(r.owner.as_deref());
+                bind_journal!(b, push_bind, r);
             });
             q.push(JOURNAL_UPDATE_TAIL);
             q.build().execute(&mut *conn).await?;

@@ -1,0 +1,42 @@
+//! Helpers shared by the CLI tests.
+#![allow(dead_code)]
+
+use assert_cmd::Command;
+use serde_json::Value;
+use std::path::Path;
+
+/// `toolgate --workspace W`, isolated from the developer's configuration, data and store.
+pub fn toolgate(workspace: &Path) -> Command {
+    let mut cmd = Command::cargo_bin("toolgate").unwrap();
+    cmd.arg("--workspace").arg(workspace);
+    cmd.env("XDG_CONFIG_HOME", workspace.join(".no-config"));
+    cmd.env("XDG_DATA_HOME", workspace.join(".data"));
+    cmd.env_remove("RUST_LOG");
+    cmd.env_remove("TOOLGATE_STORE_URL");
+    cmd
+}
+
+/// A workspace holding `hello.txt`.
+pub fn workspace() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("hello.txt"), "hello\nworld\n").unwrap();
+    dir
+}
+
+/// stdout as one JSON document.
+pub fn json_out(out: &std::process::Output) -> Value {
+    serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("stdout is not JSON ({e}): {}", String::from_utf8_lossy(&out.stdout)))
+}
+
+/// A user mistake: exit 2, one line on stderr naming the problem, no panic or backtrace.
+pub fn assert_usage_error(out: &std::process::Output, needle: &str) {
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "stderr: {stderr}");
+    assert!(stderr.contains(needle), "{stderr:?} should mention {needle:?}");
+    assert!(
+        !stderr.contains("panicked") && !stderr.contains("backtrace"),
+        "{stderr}"
+    );
+    assert_eq!(stderr.trim_end().lines().count(), 1, "one line: {stderr:?}");
+}
