@@ -47,7 +47,15 @@ fn tools_prints_every_format_sorted_by_name() {
         };
         assert_eq!(
             names,
-            ["edit_file", "list_directory", "read_file", "read_result", "write_file"],
+            [
+                "edit_file",
+                "list_directory",
+                "memory_read",
+                "memory_write",
+                "read_file",
+                "read_result",
+                "write_file"
+            ],
             "{format}"
         );
     }

@@ -356,3 +356,21 @@ fn retention_deletes_finished_rows_older_than_keep_days_at_start() {
     assert_eq!(ids("30"), ["recent"], "the default 30 days drops the 40-day-old row");
     assert_eq!(ids("1"), Vec::<String>::new());
 }
+
+#[test]
+fn memory_notes_outlive_the_process() {
+    let ws = workspace();
+    let db = format!("sqlite://{}", ws.path().join("m.db").display());
+    toolgate(ws.path())
+        .args(["--store", &db, "--yes", "call", "memory_write"])
+        .arg(r#"{"key": "style", "value": "tabs, not spaces"}"#)
+        .assert()
+        .success();
+    let out = toolgate(ws.path())
+        .args(["--store", &db, "call", "memory_read", r#"{"key": "style"}"#])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v, json!({"key": "style", "value": "tabs, not spaces"}));
+}

@@ -947,7 +947,7 @@ impl Engine {
             workspace: session.workspace.clone(),
             principal: session.principal.clone(),
             progress: ProgressSink::default(),
-            results: session.store.clone(),
+            store: session.store.clone(),
         };
         let policy = ExecPolicy {
             timeout: spec.timeout.unwrap_or(Duration::from_millis(self.config.timeout_ms)),

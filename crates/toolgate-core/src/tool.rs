@@ -1,7 +1,6 @@
 //! The `Tool` trait, its spec, its context, and the typed convenience layer over it.
 
 use crate::error::ToolError;
-use crate::result::ResultStore;
 use crate::types::{Principal, SessionId, TurnId};
 use async_trait::async_trait;
 use schemars::JsonSchema;
@@ -232,12 +231,13 @@ pub struct ToolContext {
     pub principal: Principal,
     /// Where progress goes.
     pub progress: ProgressSink,
-    /// Read access to the session's stored results (`read_result`).
-    pub results: Arc<dyn ResultStore>,
+    /// The session's store: full results behind `read_result` handles, memory records, and
+    /// whatever else a tool keeps per session or principal.
+    pub store: Arc<dyn crate::store::Store>,
 }
 
 impl ToolContext {
-    /// A context outside any engine (tests, direct calls): fresh ids, a new token, in-memory results.
+    /// A context outside any engine (tests, direct calls): fresh ids, a new token, an in-memory store.
     pub fn standalone(workspace: &Path) -> Self {
         Self {
             session_id: SessionId::generate(),
@@ -247,7 +247,7 @@ impl ToolContext {
             workspace: Arc::from(workspace),
             principal: Principal::new("local"),
             progress: ProgressSink::default(),
-            results: Arc::new(crate::result::MemoryResults::default()),
+            store: Arc::new(crate::store::MemoryStore::new()),
         }
     }
 }

@@ -46,7 +46,7 @@ impl TypedTool for ReadResult {
         ToolSpec::with_annotations(Annotations::READ_ONLY)
     }
     async fn run(&self, ctx: &ToolContext, args: ReadResultArgs) -> Result<ToolOutput, ToolError> {
-        let full = ctx.results.get(&ctx.session_id, &args.handle).await.ok_or_else(|| {
+        let full = ctx.store.get(&ctx.session_id, &args.handle).await.ok_or_else(|| {
             ToolError::failed(format!(
                 "there is no result under handle {:?} in this session (handles belong to the session that produced them and old ones are evicted)",
                 args.handle

@@ -107,7 +107,7 @@ async fn pages_are_measured_as_sent_so_escapes_never_overflow_the_budget() {
     use toolgate_core::tool::{Typed, TypedTool};
     let ctx = ToolContext::standalone(&std::env::temp_dir());
     let handle = ctx
-        .results
+        .store
         .put(&ctx.session_id, Arc::new(Value::String("\n".repeat(100_000))), 200_002)
         .await;
     let tool = Typed::new(toolgate_tools::read_result::ReadResult);
