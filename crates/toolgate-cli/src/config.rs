@@ -29,6 +29,41 @@ pub struct Config {
     pub store: StoreSection,
     /// `[audit]`: what the journal keeps, and for how long.
     pub audit: Audit,
+    /// `[fetch]`: `fetch_url`'s guard and limits.
+    pub fetch: Fetch,
+}
+
+/// `[fetch]`.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Fetch {
+    /// Let `fetch_url` reach loopback, private, link-local and other internal addresses.
+    pub allow_private_network: bool,
+    /// Single addresses allowed although internal (an internal docs server, say).
+    pub allow_addresses: Vec<std::net::IpAddr>,
+    /// Bytes of a body read at most (default 2 MiB).
+    pub max_bytes: Option<usize>,
+    /// The whole request, in milliseconds (default 30000).
+    pub timeout_ms: Option<u64>,
+    /// Same-host redirects followed at most (default 5).
+    pub max_redirects: Option<usize>,
+}
+
+impl Fetch {
+    /// The tool's settings.
+    pub fn tool_config(&self) -> toolgate_tools::fetch::FetchConfig {
+        let d = toolgate_tools::fetch::FetchConfig::default();
+        toolgate_tools::fetch::FetchConfig {
+            guard: toolgate_tools::netguard::Guard {
+                allow_private_network: self.allow_private_network,
+                allow_addresses: self.allow_addresses.clone(),
+            },
+            max_bytes: self.max_bytes.unwrap_or(d.max_bytes),
+            timeout: self.timeout_ms.map_or(d.timeout, std::time::Duration::from_millis),
+            max_redirects: self.max_redirects.unwrap_or(d.max_redirects),
+            cache_ttl: d.cache_ttl,
+        }
+    }
 }
 
 /// `[store]`.
@@ -127,7 +162,15 @@ impl Permissions {
 }
 
 /// Sections whose scalar keys environment variables may set.
-const ENV_SECTIONS: &[&str] = &["engine", "permissions", "approval", "exposure", "store", "audit"];
+const ENV_SECTIONS: &[&str] = &[
+    "engine",
+    "permissions",
+    "approval",
+    "exposure",
+    "store",
+    "audit",
+    "fetch",
+];
 
 /// The user file: `$XDG_CONFIG_HOME/toolgate/toolgate.toml` or `~/.config/toolgate/toolgate.toml`.
 pub fn user_file() -> Option<PathBuf> {
@@ -217,6 +260,7 @@ fn ignored_parts(table: &toml::Table, permissions: &Permissions) -> Vec<&'static
         ("engine", "engine settings"),
         ("store", "store settings"),
         ("audit", "audit settings"),
+        ("fetch", "fetch settings"),
     ] {
         if table.contains_key(section) {
             parts.push(name);

@@ -159,15 +159,27 @@ async fn run(cli: Cli) -> Result<ExitCode> {
     if !workspace.is_dir() {
         bail!("the workspace {} is not a directory", workspace.display());
     }
-    let mut registry = Registry::new();
-    for tool in toolgate_tools::builtin_tools() {
-        registry.register(tool);
-    }
-    let subject_of = |name: &str| registry.get(name).map(|e| e.tool().spec().subject.clone());
+    // The tools' permission subjects check rule examples while the configuration loads; the
+    // registry is then built with the configured settings.
+    let defaults = toolgate_tools::builtin_tools();
+    let default_subject = |name: &str| {
+        defaults
+            .iter()
+            .find(|t| t.name() == name)
+            .map(|t| t.spec().subject.clone())
+    };
     let config::Loaded {
         config,
         untrusted_project,
-    } = config::load(cli.config.as_deref(), &workspace, &subject_of)?;
+    } = config::load(cli.config.as_deref(), &workspace, &default_subject)?;
+    let mut registry = Registry::new();
+    let tools_config = toolgate_tools::ToolsConfig {
+        fetch: config.fetch.tool_config(),
+    };
+    for tool in toolgate_tools::builtin_tools_with(&tools_config) {
+        registry.register(tool);
+    }
+    let subject_of = |name: &str| registry.get(name).map(|e| e.tool().spec().subject.clone());
     // Trusted files (user, trusted project, --config) merge into one layer; an untrusted project
     // file contributes only its deny and ask rules.
     // Built-in defaults come last: none yet beyond the read-only hint in decide().

@@ -4,7 +4,7 @@
 //! workspace by the kernel (`openat2` with `RESOLVE_BENEATH`), so `..`, absolute paths, symlinks
 //! leading out and symlinks swapped in during a call are all refused. `read_result` pages through
 //! results the engine truncated. `memory_read` and `memory_write` keep durable notes per principal
-//! in the session's store.
+//! in the session's store. `fetch_url` GETs a URL behind an SSRF guard ([`netguard`]).
 //!
 //! ```
 //! let mut registry = toolgate_core::Registry::new();
@@ -15,19 +15,34 @@
 //! ```
 
 pub mod confine;
+pub mod fetch;
 pub mod files;
 pub mod memory;
+pub mod netguard;
 pub mod read_result;
 
 use std::sync::Arc;
 use toolgate_core::Tool;
 use toolgate_core::tool::Typed;
 
+/// Settings of the built-in tools that have any.
+#[derive(Clone, Debug, Default)]
+pub struct ToolsConfig {
+    /// `fetch_url`.
+    pub fetch: fetch::FetchConfig,
+}
+
 /// Every built-in tool with default settings.
 pub fn builtin_tools() -> Vec<Arc<dyn Tool>> {
+    builtin_tools_with(&ToolsConfig::default())
+}
+
+/// Every built-in tool with these settings.
+pub fn builtin_tools_with(config: &ToolsConfig) -> Vec<Arc<dyn Tool>> {
     let mut tools = files::file_tools();
     tools.push(Arc::new(Typed::new(read_result::ReadResult)));
     tools.push(Arc::new(Typed::new(memory::MemoryRead::default())));
     tools.push(Arc::new(Typed::new(memory::MemoryWrite::default())));
+    tools.push(Arc::new(Typed::new(fetch::FetchUrl::new(config.fetch.clone()))));
     tools
 }
