@@ -37,6 +37,8 @@ pub struct Analysis {
     pub commands: Vec<SimpleCommand>,
     /// Why no rule can allow this line, if none can.
     pub opaque: Option<String>,
+    /// Every file an output redirection writes to, as written.
+    pub writes: Vec<String>,
 }
 
 /// How deep substitutions inside substitutions are followed.
@@ -105,19 +107,57 @@ impl Walker {
         match c {
             Command::Simple(s) => self.simple(s, depth),
             Command::Compound(compound, redirects) => {
-                match compound {
-                    CompoundCommand::Subshell(s) => self.list(&s.list, depth),
-                    CompoundCommand::BraceGroup(b) => self.list(&b.list, depth),
-                    _ => self.opaque("it uses control flow (loops, conditionals or arithmetic)"),
-                }
+                self.compound(compound, depth);
                 if let Some(r) = redirects {
                     for redirect in &r.0 {
                         self.redirect(redirect, depth);
                     }
                 }
             }
-            Command::Function(_) => self.opaque("it defines a shell function"),
+            Command::Function(f) => {
+                self.opaque("it defines a shell function");
+                // Its body is still listed, so deny rules and the denylist see what it would run.
+                self.compound(&f.body.0, depth);
+            }
             Command::ExtendedTest(..) => self.opaque("it uses a [[ … ]] test"),
+        }
+    }
+
+    /// Groups are transparent; control flow makes the line opaque, and its bodies are listed.
+    fn compound(&mut self, compound: &CompoundCommand, depth: usize) {
+        match compound {
+            CompoundCommand::Subshell(s) => self.list(&s.list, depth),
+            CompoundCommand::BraceGroup(b) => self.list(&b.list, depth),
+            other => {
+                self.opaque("it uses control flow (loops, conditionals or arithmetic)");
+                match other {
+                    CompoundCommand::ForClause(f) => self.list(&f.body.list, depth),
+                    CompoundCommand::ArithmeticForClause(f) => self.list(&f.body.list, depth),
+                    CompoundCommand::CaseClause(c) => {
+                        for item in &c.cases {
+                            if let Some(cmd) = &item.cmd {
+                                self.list(cmd, depth);
+                            }
+                        }
+                    }
+                    CompoundCommand::IfClause(i) => {
+                        self.list(&i.condition, depth);
+                        self.list(&i.then, depth);
+                        for e in i.elses.iter().flatten() {
+                            if let Some(c) = &e.condition {
+                                self.list(c, depth);
+                            }
+                            self.list(&e.body, depth);
+                        }
+                    }
+                    CompoundCommand::WhileClause(w) | CompoundCommand::UntilClause(w) => {
+                        self.list(&w.0, depth);
+                        self.list(&w.1.list, depth);
+                    }
+                    CompoundCommand::Coprocess(c) => self.command(&c.body, depth),
+                    _ => {}
+                }
+            }
         }
     }
 
@@ -178,14 +218,18 @@ impl Walker {
                         if writes && !inside_workspace(&path) {
                             self.opaque("it redirects output to a file outside the workspace");
                         }
+                        if writes {
+                            self.out.writes.push(path);
+                        }
                     }
                     IoFileRedirectTarget::Duplicate(w) => {
                         let target = self.word(w, depth);
-                        if writes
-                            && !target.chars().all(|c| c.is_ascii_digit() || c == '-')
-                            && !inside_workspace(&target)
-                        {
+                        let to_file = !target.chars().all(|c| c.is_ascii_digit() || c == '-');
+                        if writes && to_file && !inside_workspace(&target) {
                             self.opaque("it redirects output to a file outside the workspace");
+                        }
+                        if writes && to_file {
+                            self.out.writes.push(target);
                         }
                     }
                     IoFileRedirectTarget::Fd(_) => {}
@@ -200,6 +244,7 @@ impl Walker {
                 if !inside_workspace(&path) {
                     self.opaque("it redirects output to a file outside the workspace");
                 }
+                self.out.writes.push(path);
             }
             IoRedirect::HereString(_, w) => {
                 self.word(w, depth);
@@ -332,5 +377,25 @@ mod tests {
     fn unparseable_lines_are_opaque() {
         assert!(analyze("echo 'unterminated").opaque.is_some());
         assert!(analyze("if then fi ((").opaque.is_some());
+    }
+}
+
+#[cfg(test)]
+mod control_flow_tests {
+    use super::*;
+
+    #[test]
+    fn bodies_of_control_flow_and_functions_are_listed() {
+        for (line, inner) in [
+            ("if true; then rm -rf /; fi", "rm"),
+            ("for i in 1 2; do mkfs.ext4 /dev/sda; done", "mkfs.ext4"),
+            ("while false; do reboot; done", "reboot"),
+            ("case x in x) shutdown now;; esac", "shutdown"),
+            ("f() { dd if=/dev/zero of=/dev/sda; }; f", "dd"),
+        ] {
+            let a = analyze(line);
+            assert!(a.opaque.is_some(), "{line}");
+            assert!(a.commands.iter().any(|c| c.words.first().map(String::as_str) == Some(inner)), "{line}: {a:?}");
+        }
     }
 }
