@@ -179,6 +179,8 @@ impl Walker {
             }
             match item {
                 CommandPrefixOrSuffixItem::Word(w) => words.push(self.word(w, depth)),
+                // After the command name, `a=b` is an ordinary argument (`dd of=x`).
+                CommandPrefixOrSuffixItem::AssignmentWord(_, w) if name_seen => words.push(self.word(w, depth)),
                 CommandPrefixOrSuffixItem::AssignmentWord(_, w) => {
                     self.opaque("it sets environment variables for the command");
                     self.word(w, depth);
@@ -395,7 +397,28 @@ mod control_flow_tests {
         ] {
             let a = analyze(line);
             assert!(a.opaque.is_some(), "{line}");
-            assert!(a.commands.iter().any(|c| c.words.first().map(String::as_str) == Some(inner)), "{line}: {a:?}");
+            assert!(
+                a.commands
+                    .iter()
+                    .any(|c| c.words.first().map(String::as_str) == Some(inner)),
+                "{line}: {a:?}"
+            );
         }
+    }
+}
+
+#[cfg(test)]
+mod argument_tests {
+    use super::*;
+
+    #[test]
+    fn name_value_words_after_the_command_are_arguments() {
+        let a = analyze("dd if=/dev/zero of=out.img bs=1M");
+        assert_eq!(a.opaque, None);
+        assert_eq!(a.commands[0].words, ["dd", "if=/dev/zero", "of=out.img", "bs=1M"]);
+        assert!(
+            analyze("A=1 make").opaque.is_some(),
+            "a prefix assignment still sets the environment"
+        );
     }
 }

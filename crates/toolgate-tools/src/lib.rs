@@ -15,6 +15,7 @@
 //! ```
 
 pub mod confine;
+pub mod denylist;
 pub mod fetch;
 pub mod files;
 pub mod memory;
