@@ -31,6 +31,36 @@ pub struct Config {
     pub audit: Audit,
     /// `[fetch]`: `fetch_url`'s guard and limits.
     pub fetch: Fetch,
+    /// `[shell]`: `exec_shell`'s environment, limits and sandbox.
+    pub shell: Shell,
+}
+
+/// `[shell]`.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Shell {
+    /// Environment variables passed through besides PATH, HOME and LANG.
+    pub env: Vec<String>,
+    /// Bytes kept of stdout and of stderr (default 1 MiB each).
+    pub max_output_bytes: Option<usize>,
+    /// The default timeout of a command, in milliseconds (default 120000).
+    pub timeout_ms: Option<u64>,
+    /// `off` (default), `on` (what the kernel provides) or `required`.
+    pub sandbox: toolgate_tools::sandbox::SandboxMode,
+}
+
+impl Shell {
+    /// The tool's settings.
+    pub fn tool_config(&self) -> toolgate_tools::exec_shell::ShellConfig {
+        let d = toolgate_tools::exec_shell::ShellConfig::default();
+        toolgate_tools::exec_shell::ShellConfig {
+            env_allowlist: self.env.clone(),
+            max_output_bytes: self.max_output_bytes.unwrap_or(d.max_output_bytes),
+            timeout: self.timeout_ms.map_or(d.timeout, std::time::Duration::from_millis),
+            sandbox: self.sandbox,
+            ..d
+        }
+    }
 }
 
 /// `[fetch]`.
@@ -170,6 +200,7 @@ const ENV_SECTIONS: &[&str] = &[
     "store",
     "audit",
     "fetch",
+    "shell",
 ];
 
 /// The user file: `$XDG_CONFIG_HOME/toolgate/toolgate.toml` or `~/.config/toolgate/toolgate.toml`.
@@ -261,6 +292,7 @@ fn ignored_parts(table: &toml::Table, permissions: &Permissions) -> Vec<&'static
         ("store", "store settings"),
         ("audit", "audit settings"),
         ("fetch", "fetch settings"),
+        ("shell", "shell settings"),
     ] {
         if table.contains_key(section) {
             parts.push(name);

@@ -175,6 +175,7 @@ async fn run(cli: Cli) -> Result<ExitCode> {
     let mut registry = Registry::new();
     let tools_config = toolgate_tools::ToolsConfig {
         fetch: config.fetch.tool_config(),
+        shell: config.shell.tool_config(),
     };
     for tool in toolgate_tools::builtin_tools_with(&tools_config) {
         registry.register(tool);

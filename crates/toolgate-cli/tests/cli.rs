@@ -49,6 +49,7 @@ fn tools_prints_every_format_sorted_by_name() {
             names,
             [
                 "edit_file",
+                "exec_shell",
                 "fetch_url",
                 "list_directory",
                 "memory_read",

@@ -31,6 +31,28 @@ fn the_metadata_address_is_refused_by_the_guard() {
 }
 
 #[test]
+fn exec_shell_prints_the_result_json() {
+    let ws = workspace();
+    let out = toolgate(ws.path())
+        .args([
+            "--store",
+            "memory",
+            "--yes",
+            "call",
+            "exec_shell",
+            r#"{"command":"echo hi"}"#,
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let v = json_out(&out);
+    assert_eq!(
+        (v["exit_code"].clone(), v["stdout"].clone()),
+        (serde_json::json!(0), serde_json::json!("hi\n"))
+    );
+}
+
+#[test]
 fn fetch_url_is_asked_unless_a_rule_allows_it() {
     let ws = workspace();
     let out = toolgate(ws.path())

@@ -197,6 +197,8 @@ fn block_device(path: &str) -> Option<&str> {
         "null" | "zero" | "stdout" | "stderr" | "stdin" | "tty" | "random" | "urandom" | "full"
     ) || dev.starts_with("fd/")
         || dev.starts_with("pts/")
+        || dev.starts_with("tcp/")
+        || dev.starts_with("udp/")
         || dev.starts_with("shm/");
     (!harmless).then_some(path)
 }

@@ -16,11 +16,13 @@
 
 pub mod confine;
 pub mod denylist;
+pub mod exec_shell;
 pub mod fetch;
 pub mod files;
 pub mod memory;
 pub mod netguard;
 pub mod read_result;
+pub mod sandbox;
 
 use std::sync::Arc;
 use toolgate_core::Tool;
@@ -31,6 +33,8 @@ use toolgate_core::tool::Typed;
 pub struct ToolsConfig {
     /// `fetch_url`.
     pub fetch: fetch::FetchConfig,
+    /// `exec_shell`.
+    pub shell: exec_shell::ShellConfig,
 }
 
 /// Every built-in tool with default settings.
@@ -45,5 +49,6 @@ pub fn builtin_tools_with(config: &ToolsConfig) -> Vec<Arc<dyn Tool>> {
     tools.push(Arc::new(Typed::new(memory::MemoryRead::default())));
     tools.push(Arc::new(Typed::new(memory::MemoryWrite::default())));
     tools.push(Arc::new(Typed::new(fetch::FetchUrl::new(config.fetch.clone()))));
+    tools.push(Arc::new(Typed::new(exec_shell::ExecShell::new(config.shell.clone()))));
     tools
 }
