@@ -607,9 +607,10 @@ impl Engine {
                 span.record("gen_ai.tool.description", e.tool().description());
             }
             if self.config.trace_content {
+                // Traced content is redacted like the journal's.
                 span.record(
                     "gen_ai.tool.call.arguments",
-                    call.arguments_value().to_string().as_str(),
+                    redact_value(&call.arguments_value()).to_string().as_str(),
                 );
             }
         }
@@ -622,7 +623,10 @@ impl Engine {
                 span.record("error.type", kind.as_str());
             }
             if self.config.trace_content && !span.is_disabled() {
-                span.record("gen_ai.tool.call.result", entry.content.to_string().as_str());
+                span.record(
+                    "gen_ai.tool.call.result",
+                    redact_value(&entry.content).to_string().as_str(),
+                );
             }
         }
         outcome

@@ -57,7 +57,11 @@ async fn spans_of(config: EngineConfig, tool: &str) -> Vec<(String, BTreeMap<Str
     h.engine
         .run_turn(
             &h.session,
-            &openai_answer(&[("call_7", tool, "{\"secret\": \"s3cr3t\"}")]),
+            &openai_answer(&[(
+                "call_7",
+                tool,
+                "{\"note\": \"s3cr3t\", \"api_key\": \"sk-abcdefghijklmnopqrstuv\"}",
+            )]),
             TurnOptions::default(),
         )
         .await;
@@ -97,6 +101,14 @@ async fn failures_set_error_type_and_content_is_recorded_only_when_opted_in() {
     let (_, f) = spans.iter().find(|(n, _)| n == "execute_tool").unwrap();
     assert!(f["gen_ai.tool.call.arguments"].contains("s3cr3t"));
     assert!(f["gen_ai.tool.call.result"].contains("s3cr3t"));
+    // Opted-in content is still redacted of secrets.
+    for field in ["gen_ai.tool.call.arguments", "gen_ai.tool.call.result"] {
+        assert!(
+            !f[field].contains("sk-abcdef") && f[field].contains("[REDACTED]"),
+            "{field}: {}",
+            f[field]
+        );
+    }
 }
 
 #[tokio::test]
