@@ -64,7 +64,7 @@ pub fn parse_since(text: &str, now: SystemTime) -> Result<SystemTime> {
         m.parse().map_err(|_| bad())?,
         d.parse().map_err(|_| bad())?,
     );
-    if !(1..=12).contains(&m) || !(1..=31).contains(&d) || y < 1970 {
+    if !(1..=12).contains(&m) || !(1..=31).contains(&d) || !(1970..=9999).contains(&y) {
         return Err(bad());
     }
     let mut secs = days_from_civil(y, m, d) * 86_400;

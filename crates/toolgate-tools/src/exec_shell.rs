@@ -109,7 +109,7 @@ fn process_table() -> HashMap<i32, (i32, u64)> {
 /// Parent and start time from `/proc/PID/stat` (the name may hold spaces and parentheses).
 fn stat(pid: i32) -> Option<(i32, u64)> {
     let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let rest = &text[text.rfind(')')? + 2..];
+    let rest = text.get(text.rfind(')')? + 2..)?;
     let fields: Vec<&str> = rest.split_whitespace().collect();
     if fields.first() == Some(&"Z") {
         return None; // already dead
