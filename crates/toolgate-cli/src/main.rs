@@ -83,23 +83,27 @@ enum Command {
         format: Option<Format>,
     },
     /// Lists the audit journal, newest first.
-    Audit {
-        /// Only calls of this tool.
-        #[arg(long, value_name = "NAME")]
-        tool: Option<String>,
-        /// Only calls started since: RFC 3339, a date, or an age such as 30m, 2h, 7d.
-        #[arg(long, value_name = "TIME")]
-        since: Option<String>,
-        /// Only this outcome (started, success, error, canceled) or error type (timeout, …).
-        #[arg(long, value_name = "KIND")]
-        outcome: Option<String>,
-        /// At most this many rows (0: all).
-        #[arg(long, default_value_t = 100)]
-        limit: usize,
-        /// One JSON object per line instead of a table.
-        #[arg(long)]
-        json: bool,
-    },
+    Audit(AuditArgs),
+}
+
+/// `toolgate audit`'s filters and output.
+#[derive(clap::Args, Debug)]
+struct AuditArgs {
+    /// Only calls of this tool.
+    #[arg(long, value_name = "NAME")]
+    tool: Option<String>,
+    /// Only calls started since: RFC 3339, a date, or an age such as 30m, 2h, 7d.
+    #[arg(long, value_name = "TIME")]
+    since: Option<String>,
+    /// Only this outcome (started, success, error, canceled) or error type (timeout, …).
+    #[arg(long, value_name = "KIND")]
+    outcome: Option<String>,
+    /// At most this many rows (0: all).
+    #[arg(long, default_value_t = 100)]
+    limit: usize,
+    /// One JSON object per line instead of a table.
+    #[arg(long)]
+    json: bool,
 }
 
 fn main() -> ExitCode {
@@ -210,8 +214,8 @@ async fn run(cli: Cli) -> Result<ExitCode> {
         Command::Tools { .. } | Command::Trust { .. } => None,
         _ => Some(open_store(cli.store.as_deref(), &config, &engine_config).await?),
     };
-    if let (Command::Audit { .. }, Some(store)) = (&cli.command, &store) {
-        return audit(&cli.command, cli.session.as_deref(), store.as_ref()).await;
+    if let (Command::Audit(args), Some(store)) = (&cli.command, &store) {
+        return audit(args, cli.session.as_deref(), store.as_ref()).await;
     }
     let engine = Arc::new(Engine::new(registry, engine_config).with_hooks(hooks));
     // --yes answers every ask; otherwise the person at the terminal does (or nobody, at once).
@@ -251,7 +255,7 @@ async fn run(cli: Cli) -> Result<ExitCode> {
         }
         Command::Call { tool, args } => call(&engine, &session, tool, args.as_deref()).await,
         Command::Exec { format } => exec(&engine, &session, format).await,
-        Command::Trust { .. } | Command::Audit { .. } => Ok(ExitCode::SUCCESS),
+        Command::Trust { .. } | Command::Audit(_) => Ok(ExitCode::SUCCESS),
     };
     if let Some(store) = &store
         && let Err(e) = store.flush().await
@@ -325,33 +329,24 @@ async fn open_store(
 }
 
 /// `toolgate audit`.
-async fn audit(command: &Command, session: Option<&str>, store: &dyn Store) -> Result<ExitCode> {
-    let Command::Audit {
-        tool,
-        since,
-        outcome,
-        limit,
-        json,
-    } = command
-    else {
-        return Ok(ExitCode::SUCCESS);
-    };
+async fn audit(args: &AuditArgs, session: Option<&str>, store: &dyn Store) -> Result<ExitCode> {
     let filter = JournalFilter {
         session: session.map(SessionId::new),
-        tool: tool.clone(),
-        since: since
+        tool: args.tool.clone(),
+        since: args
+            .since
             .as_deref()
             .map(|s| time::parse_since(s, std::time::SystemTime::now()))
             .transpose()?,
-        outcome: outcome.clone(),
-        limit: *limit,
+        outcome: args.outcome.clone(),
+        limit: args.limit,
     };
     let rows = store
         .journal_list(&filter)
         .await
         .map_err(|e| anyhow!("cannot read the journal: {e}"))?;
     let mut out = std::io::stdout().lock();
-    if *json {
+    if args.json {
         for row in &rows {
             serde_json::to_writer(&mut out, &row_json(row))?;
             writeln!(out)?;

@@ -9,7 +9,6 @@
 use async_trait::async_trait;
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use serde_json::{Value, json};
-use sqlx::Connection;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime};
@@ -149,52 +148,14 @@ fn setup(read_only: bool, store: Arc<dyn Store>) -> (Arc<Engine>, Arc<Session>) 
     (engine, session)
 }
 
-struct Pg {
-    base: String,
-    schema: String,
-}
+#[path = "../tests/common/pg.rs"]
+mod pg;
 
-impl Drop for Pg {
-    fn drop(&mut self) {
-        let (base, schema) = (self.base.clone(), self.schema.clone());
-        let _ = std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .ok()?;
-            rt.block_on(async {
-                let mut c = sqlx::PgConnection::connect(&base).await.ok()?;
-                sqlx::raw_sql(sqlx::AssertSqlSafe(format!("DROP SCHEMA IF EXISTS {schema} CASCADE")))
-                    .execute(&mut c)
-                    .await
-                    .ok()
-            })
-        })
-        .join();
-    }
-}
-
-async fn postgres() -> Option<(Pg, Arc<dyn Store>)> {
-    let base = std::env::var("TOOLGATE_TEST_PG").unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into());
-    let mut c = match sqlx::PgConnection::connect(&base).await {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("PostgreSQL benchmarks skipped: {base}: {e}");
-            return None;
-        }
-    };
-    let schema = format!("tg_bench_{}", std::process::id());
-    sqlx::raw_sql(sqlx::AssertSqlSafe(format!("CREATE SCHEMA {schema}")))
-        .execute(&mut c)
-        .await
-        .ok()?;
-    let pg = Pg {
-        base: base.clone(),
-        schema: schema.clone(),
-    };
-    let url = StoreUrl::Postgres(format!("{base}?options[search_path]={schema}"));
+async fn postgres() -> Option<(pg::PgSchema, Arc<dyn Store>)> {
+    let schema = pg::PgSchema::create("bench").await?;
+    let url = StoreUrl::Postgres(schema.url.clone());
     let store = toolgate_store::open(&url, &StoreOptions::default()).await.ok()?;
-    Some((pg, store))
+    Some((schema, store))
 }
 
 fn run_group(c: &mut Criterion, rt: &tokio::runtime::Runtime, read_only: bool, name: &str, calls: usize) {

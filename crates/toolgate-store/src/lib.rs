@@ -151,12 +151,10 @@ fn open_error(at: &str, e: impl std::fmt::Display) -> OpenError {
 }
 
 fn sqlx_error(at: &str, e: sqlx::Error) -> OpenError {
-    let message = match &e {
-        sqlx::Error::Database(d) => d.message().to_owned(),
-        sqlx::Error::PoolTimedOut => "the server did not answer in time".into(),
-        other => other.to_string(),
-    };
-    open_error(at, message)
+    match e {
+        sqlx::Error::PoolTimedOut => open_error(at, "the server did not answer in time"),
+        other => open_error(at, writer::describe(other).0),
+    }
 }
 
 /// Opens (creating and migrating when needed) the store a URL names, sweeps its expired entries,
