@@ -156,6 +156,8 @@ impl TurnOutcome {
 pub struct TurnOptions {
     /// The agent loop's iteration.
     pub iteration: u32,
+    /// The loop has passed its soft warning threshold (tools may wrap up).
+    pub long_loop: bool,
     /// Deliberate mode: only these tools are exposed this turn.
     pub allowlist: Option<Vec<ToolName>>,
     /// The provider format of the turn (tools may depend on its capabilities).
@@ -166,6 +168,7 @@ pub struct TurnOptions {
 pub struct TurnState {
     id: TurnId,
     iteration: u32,
+    long_loop: bool,
     format: Option<Format>,
     allowlist: Option<HashSet<ToolName>>,
     executed: Mutex<HashMap<ToolName, u32>>,
@@ -181,6 +184,7 @@ impl TurnState {
         Self {
             id: TurnId::generate(),
             iteration: options.iteration,
+            long_loop: options.long_loop,
             format: options.format,
             allowlist: options.allowlist.map(|a| a.into_iter().collect()),
             executed: Mutex::new(HashMap::new()),
@@ -259,6 +263,11 @@ impl Engine {
         }
     }
 
+    /// Sends an event to the engine's sink (the agent loop's own events go the same way).
+    pub fn emit(&self, event: &Event) {
+        self.events.emit(event);
+    }
+
     /// Sends events to `sink`.
     pub fn with_events(mut self, sink: Arc<dyn EventSink>) -> Self {
         self.events = sink;
@@ -314,6 +323,7 @@ impl Engine {
             format: turn.format,
             features: &self.config.features,
             iteration: turn.iteration,
+            long_loop: turn.long_loop,
         };
         match entry.tool().assemble(&view) {
             Assembly::Hidden(reason) => Err(reason),
@@ -947,6 +957,7 @@ impl Engine {
             session_id: session.id.clone(),
             turn_id: turn.id.clone(),
             iteration: turn.iteration,
+            long_loop: turn.long_loop,
             cancel: kill.child_token(),
             workspace: session.workspace.clone(),
             principal: session.principal.clone(),

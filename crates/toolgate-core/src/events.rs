@@ -83,6 +83,66 @@ pub enum Event {
         /// The message, in the session's format.
         message: Value,
     },
+    /// The agent loop asks the model (one iteration).
+    ModelRequested {
+        /// The loop's iteration (1-based).
+        iteration: u32,
+        /// The model asked (`provider:model`).
+        model: String,
+        /// Whether tools were offered (the final answer at the limit offers none).
+        tools: bool,
+    },
+    /// The model answered.
+    ModelAnswered {
+        /// The loop's iteration.
+        iteration: u32,
+        /// The answer's text, if any.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        text: Option<String>,
+        /// How many tool calls it made.
+        calls: usize,
+        /// Time the model took.
+        duration_ms: u64,
+    },
+    /// The model failed (after the adapter's retries).
+    ModelFailed {
+        /// The loop's iteration.
+        iteration: u32,
+        /// The error's kind (`rate_limited`, `auth`, …).
+        kind: &'static str,
+        /// What went wrong.
+        message: String,
+    },
+    /// A tool asked for the turn to be re-run with more context.
+    TurnRestarted {
+        /// The loop's iteration.
+        iteration: u32,
+    },
+    /// A tool chose the model for the next turn.
+    ModelOverride {
+        /// The model for the next turn only.
+        model: String,
+    },
+    /// The loop passed its soft warning threshold.
+    LongLoop {
+        /// The loop's iteration.
+        iteration: u32,
+        /// The hard limit.
+        max_iterations: u32,
+    },
+    /// The agent loop ended.
+    RunFinished {
+        /// The end status (`final_answer`, `max_iterations`, …).
+        status: &'static str,
+        /// Iterations used.
+        iterations: u32,
+        /// The final answer, if any.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        text: Option<String>,
+        /// Why it ended, for statuses other than an answer.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        detail: Option<String>,
+    },
 }
 
 /// Receives events. Must not block: it runs on the engine's path.

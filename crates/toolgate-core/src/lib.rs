@@ -43,6 +43,7 @@
 //! # });
 //! ```
 
+pub mod agent;
 pub mod cache;
 pub mod config;
 pub mod dispatch;
@@ -67,6 +68,7 @@ pub mod tool;
 pub mod types;
 pub mod validate;
 
+pub use agent::{Agent, AgentConfig, AgentRun, AgentStatus, Model, ModelError, ModelErrorKind, ModelRequest};
 pub use config::{EngineConfig, MalformedPolicy};
 pub use dispatch::{AbortReason, Engine, Outcome, TurnOptions, TurnOutcome, TurnStatus};
 pub use error::{CallError, ErrorKind, ToolError};

@@ -223,6 +223,8 @@ pub struct ToolContext {
     pub turn_id: TurnId,
     /// The agent loop's iteration (0 outside a loop).
     pub iteration: u32,
+    /// The loop has passed its soft warning threshold: a tool may wrap up or say so.
+    pub long_loop: bool,
     /// Fires on timeout or kill: pass it on to every I/O the tool starts.
     pub cancel: CancellationToken,
     /// The canonical workspace root.
@@ -243,6 +245,7 @@ impl ToolContext {
             session_id: SessionId::generate(),
             turn_id: TurnId::generate(),
             iteration: 0,
+            long_loop: false,
             cancel: CancellationToken::new(),
             workspace: Arc::from(workspace),
             principal: Principal::new("local"),
@@ -288,6 +291,8 @@ pub struct TurnView<'a> {
     pub features: &'a [String],
     /// The agent loop's iteration.
     pub iteration: u32,
+    /// The loop has passed its soft warning threshold.
+    pub long_loop: bool,
 }
 
 /// This turn's view of a tool.

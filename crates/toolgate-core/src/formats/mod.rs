@@ -300,3 +300,34 @@ pub(crate) fn echo_arguments_text(echo: &CallEcho, raw: &RawArguments) -> String
 pub(crate) fn echo_arguments_object(echo: &CallEcho) -> Value {
     Value::Object(echo.arguments.clone().unwrap_or_default())
 }
+
+/// Appends a user's text to a conversation in `format`. Where the provider wants the roles to
+/// alternate (Anthropic, Gemini) and the conversation already ends with a user message (tool
+/// results), the text joins that message.
+pub fn push_user_text(format: Format, history: &mut Vec<Value>, text: &str) {
+    let last_user = history
+        .last_mut()
+        .filter(|m| m.get("role").and_then(Value::as_str) == Some("user"));
+    match (format, last_user) {
+        (Format::Anthropic, Some(last)) => {
+            let block = serde_json::json!({"type": "text", "text": text});
+            match last.get_mut("content") {
+                Some(Value::Array(blocks)) => blocks.push(block),
+                Some(Value::String(s)) => {
+                    let earlier = serde_json::json!({"type": "text", "text": std::mem::take(s)});
+                    last["content"] = Value::Array(vec![earlier, block]);
+                }
+                _ => last["content"] = Value::Array(vec![block]),
+            }
+        }
+        (Format::Gemini, Some(last)) => match last.get_mut("parts") {
+            Some(Value::Array(parts)) => parts.push(serde_json::json!({"text": text})),
+            _ => last["parts"] = serde_json::json!([{"text": text}]),
+        },
+        (Format::Gemini, None) => history.push(serde_json::json!({"role": "user", "parts": [{"text": text}]})),
+        (Format::Responses, _) => {
+            history.push(serde_json::json!({"type": "message", "role": "user", "content": text}));
+        }
+        _ => history.push(serde_json::json!({"role": "user", "content": text})),
+    }
+}

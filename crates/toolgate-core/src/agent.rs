@@ -1,0 +1,518 @@
+//! The agent loop: ask the model with the tools exposed this turn, run the calls of its answer,
+//! append the assistant message and the results, and repeat until one of the end statuses.
+//!
+//! The conversation is kept in the model's own wire format (the messages `run_turn` returns), so
+//! what the model is sent is exactly what a provider expects, with one result per call id on
+//! every path — stops and kills included.
+
+use crate::dispatch::{AbortReason, Engine, Outcome, TurnOptions, TurnStatus};
+use crate::events::Event;
+use crate::formats::{self, Answer, Format, RawArguments};
+use crate::session::Session;
+use async_trait::async_trait;
+use serde_json::Value;
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::Arc;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+/// What the model is asked in one iteration.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ModelRequest {
+    /// The conversation's wire format (the model's).
+    pub format: Format,
+    /// The system prompt, if any.
+    pub system: Option<String>,
+    /// The conversation so far, in `format`.
+    pub messages: Vec<Value>,
+    /// The tools exposed this turn, listed in `format` (an empty array or string: no tools).
+    pub tools: Value,
+    /// A tool chose this model for this turn (a model name of the same provider).
+    pub model: Option<String>,
+    /// The loop's iteration (1-based).
+    pub iteration: u32,
+}
+
+impl ModelRequest {
+    /// Whether tools are offered.
+    pub fn has_tools(&self) -> bool {
+        match &self.tools {
+            Value::Array(a) => !a.is_empty(),
+            Value::String(s) => !s.is_empty(),
+            _ => false,
+        }
+    }
+}
+
+/// Why a model call failed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ModelErrorKind {
+    /// Missing or refused credentials.
+    Auth,
+    /// 429 after the retries.
+    RateLimited,
+    /// 5xx after the retries.
+    Server,
+    /// The provider refused the request (4xx).
+    BadRequest,
+    /// The connection failed or dropped.
+    Network,
+    /// The answer could not be read.
+    InvalidResponse,
+    /// A replayed conversation diverged from its cassette, or the cassette ran out.
+    Replay,
+    /// The call was cancelled (a kill).
+    Canceled,
+    /// The model is misconfigured (unknown provider, bad base URL).
+    Config,
+}
+
+impl ModelErrorKind {
+    /// The stable string.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Auth => "auth",
+            Self::RateLimited => "rate_limited",
+            Self::Server => "server_error",
+            Self::BadRequest => "bad_request",
+            Self::Network => "network",
+            Self::InvalidResponse => "invalid_response",
+            Self::Replay => "replay_mismatch",
+            Self::Canceled => "canceled",
+            Self::Config => "config",
+        }
+    }
+}
+
+/// A failed model call: its kind and one readable message.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+#[error("{message}")]
+pub struct ModelError {
+    /// What kind of failure.
+    pub kind: ModelErrorKind,
+    /// What went wrong, for a person.
+    pub message: String,
+}
+
+impl ModelError {
+    /// An error of `kind`.
+    pub fn new(kind: ModelErrorKind, message: impl Into<String>) -> Self {
+        Self {
+            kind,
+            message: message.into(),
+        }
+    }
+}
+
+/// A language model the loop can ask.
+#[async_trait]
+pub trait Model: Send + Sync {
+    /// The wire format the conversation is kept in.
+    fn format(&self) -> Format;
+    /// `provider:model`, for events and messages.
+    fn describe(&self) -> String;
+    /// Asks the model; `cancel` fires on a kill.
+    async fn complete(&self, request: &ModelRequest, cancel: &CancellationToken) -> Result<Answer, ModelError>;
+}
+
+/// The loop's settings; every field has a default.
+#[derive(Clone, Debug)]
+pub struct AgentConfig {
+    /// At most this many model calls per run (at least 1; default 20).
+    pub max_iterations: u32,
+    /// At the limit, make one last model call without tools so the user gets an answer.
+    pub final_answer_on_limit: bool,
+    /// The same call (tool and arguments) returning the same output this many times in a run
+    /// ends it as `loop_detected` (0: off).
+    pub result_loop_threshold: u32,
+    /// From this iteration on, tools and the UI are told the loop is long (0: off).
+    pub warn_iterations: u32,
+    /// The system prompt.
+    pub system: Option<String>,
+}
+
+impl Default for AgentConfig {
+    fn default() -> Self {
+        Self {
+            max_iterations: 20,
+            final_answer_on_limit: false,
+            result_loop_threshold: 0,
+            warn_iterations: 15,
+            system: None,
+        }
+    }
+}
+
+/// How a run ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AgentStatus {
+    /// The model answered with text alone.
+    FinalAnswer,
+    /// A terminal tool ended the turn.
+    EndTurn,
+    /// `max_iterations` model calls were made.
+    MaxIterations {
+        /// The limit.
+        limit: u32,
+    },
+    /// The same batch was repeated, or the same call kept returning the same output.
+    LoopDetected,
+    /// Too many calls failed in a row.
+    ConsecutiveErrors,
+    /// A post hook stopped the run.
+    PostHookStop,
+    /// A malformed call under `malformed = "abort"`.
+    MalformedCall,
+    /// A stop or kill.
+    StoppedByUser,
+    /// The model failed.
+    ModelError(ModelErrorKind),
+}
+
+impl AgentStatus {
+    /// The stable string.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::FinalAnswer => "final_answer",
+            Self::EndTurn => "end_turn",
+            Self::MaxIterations { .. } => "max_iterations",
+            Self::LoopDetected => "loop_detected",
+            Self::ConsecutiveErrors => "consecutive_errors",
+            Self::PostHookStop => "post_hook_stop",
+            Self::MalformedCall => "malformed_call",
+            Self::StoppedByUser => "stopped_by_user",
+            Self::ModelError(_) => "model_error",
+        }
+    }
+
+    /// Whether the run ended the way a run should (an answer or a terminal tool).
+    pub fn is_success(self) -> bool {
+        matches!(self, Self::FinalAnswer | Self::EndTurn)
+    }
+}
+
+impl fmt::Display for AgentStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::MaxIterations { limit } => write!(f, "max_iterations ({limit})"),
+            Self::ModelError(kind) => write!(f, "model_error ({})", kind.as_str()),
+            other => f.write_str(other.as_str()),
+        }
+    }
+}
+
+/// What a run produced.
+#[derive(Clone, Debug)]
+pub struct AgentRun {
+    /// How it ended.
+    pub status: AgentStatus,
+    /// The final answer's text (also the answer made at the limit, when asked for).
+    pub text: Option<String>,
+    /// Model calls made.
+    pub iterations: u32,
+    /// Why it ended, when not with an answer (the model error, the post hook's message, …).
+    pub detail: Option<String>,
+}
+
+/// Builds the model a tool's override names (`provider:model` or a model name).
+pub trait ModelRouter: Send + Sync {
+    /// The model for `name`, or why there is none.
+    fn route(&self, name: &str, current: &Arc<dyn Model>) -> Result<Arc<dyn Model>, ModelError>;
+}
+
+/// A conversation with a model over an engine and a session.
+pub struct Agent {
+    engine: Arc<Engine>,
+    session: Arc<Session>,
+    model: Arc<dyn Model>,
+    router: Option<Arc<dyn ModelRouter>>,
+    config: AgentConfig,
+    history: Vec<Value>,
+}
+
+impl Agent {
+    /// A new conversation.
+    pub fn new(engine: Arc<Engine>, session: Arc<Session>, model: Arc<dyn Model>, config: AgentConfig) -> Self {
+        Self {
+            engine,
+            session,
+            model,
+            router: None,
+            config,
+            history: Vec::new(),
+        }
+    }
+
+    /// Resolves tools' model overrides into models of other providers (by default an override is
+    /// a model name of the current provider).
+    pub fn with_router(mut self, router: Arc<dyn ModelRouter>) -> Self {
+        self.router = Some(router);
+        self
+    }
+
+    /// Continues an earlier conversation (in the model's format).
+    pub fn with_history(mut self, history: Vec<Value>) -> Self {
+        self.history = history;
+        self
+    }
+
+    /// The conversation so far, in the model's format.
+    pub fn history(&self) -> &[Value] {
+        &self.history
+    }
+
+    /// The session the calls run in (stop and kill it from elsewhere).
+    pub fn session(&self) -> &Arc<Session> {
+        &self.session
+    }
+
+    /// Adds the user's prompt and runs the loop until an end status.
+    pub async fn run(&mut self, prompt: &str) -> AgentRun {
+        // A stop or kill ended the previous run; this one continues the conversation.
+        self.session.resume();
+        let format = self.model.format();
+        formats::push_user_text(format, &mut self.history, prompt);
+        let engine = self.engine.clone();
+        let emit = |e: Event| engine.emit(&e);
+        self.emit_message_added();
+        let max = self.config.max_iterations.max(1);
+        let mut override_model: Option<String> = None;
+        let mut seen_results: HashMap<(String, String, String), u32> = HashMap::new();
+        let mut iteration = 0u32;
+        let finish = |status: AgentStatus, iterations: u32, text: Option<String>, detail: Option<String>| {
+            emit(Event::RunFinished {
+                status: status.as_str(),
+                iterations,
+                text: text.clone(),
+                detail: detail.clone(),
+            });
+            AgentRun {
+                status,
+                text,
+                iterations,
+                detail,
+            }
+        };
+        loop {
+            if iteration >= max {
+                let status = AgentStatus::MaxIterations { limit: max };
+                let detail = Some(format!("reached max_iterations = {max} without a final answer"));
+                if self.config.final_answer_on_limit {
+                    let text = self.final_answer(iteration + 1).await;
+                    return finish(status, iteration + 1, text, detail);
+                }
+                return finish(status, iteration, None, detail);
+            }
+            iteration += 1;
+            let long_loop = self.config.warn_iterations > 0 && iteration >= self.config.warn_iterations;
+            if long_loop && iteration == self.config.warn_iterations {
+                emit(Event::LongLoop {
+                    iteration,
+                    max_iterations: max,
+                });
+            }
+            let options = TurnOptions {
+                iteration,
+                long_loop,
+                format: Some(format),
+                ..TurnOptions::default()
+            };
+            let tools = self.engine.tool_list(format, &options);
+            let (model, model_name) = match self.model_for_turn(override_model.take()) {
+                Ok(m) => m,
+                Err(e) => {
+                    return finish(AgentStatus::ModelError(e.kind), iteration, None, Some(e.message));
+                }
+            };
+            let request = ModelRequest {
+                format,
+                system: self.config.system.clone(),
+                messages: self.history.clone(),
+                tools,
+                model: model_name,
+                iteration,
+            };
+            let answer = match self.ask(&model, &request).await {
+                Ok(a) => a,
+                Err(e) if e.kind == ModelErrorKind::Canceled => {
+                    return finish(AgentStatus::StoppedByUser, iteration, None, Some(e.message));
+                }
+                Err(e) => return finish(AgentStatus::ModelError(e.kind), iteration, None, Some(e.message)),
+            };
+            let turn = self.engine.run_turn(&self.session, &answer, options).await;
+            match turn.status {
+                TurnStatus::Restart => {
+                    emit(Event::TurnRestarted { iteration });
+                    let context = turn.restart_context.unwrap_or(Value::Null);
+                    let text = match context {
+                        Value::String(s) => s,
+                        other => other.to_string(),
+                    };
+                    formats::push_user_text(format, &mut self.history, &format!("[CONTEXT]\n{text}"));
+                    self.emit_message_added();
+                    continue;
+                }
+                _ => self.history.extend(turn.messages.iter().cloned()),
+            }
+            match turn.status {
+                TurnStatus::FinalAnswer => return finish(AgentStatus::FinalAnswer, iteration, answer.text, None),
+                TurnStatus::EndTurn => return finish(AgentStatus::EndTurn, iteration, answer.text, None),
+                TurnStatus::Aborted(reason) => {
+                    let status = match reason {
+                        AbortReason::StoppedByUser => AgentStatus::StoppedByUser,
+                        AbortReason::MalformedCall => AgentStatus::MalformedCall,
+                        AbortReason::ConsecutiveErrors => AgentStatus::ConsecutiveErrors,
+                        AbortReason::LoopDetected => AgentStatus::LoopDetected,
+                        AbortReason::PostHookStop => AgentStatus::PostHookStop,
+                    };
+                    return finish(status, iteration, None, turn.stop_message.clone());
+                }
+                TurnStatus::Continue | TurnStatus::Restart => {}
+            }
+            if let Some(repeats) = self.repeated_result(&answer, &turn.outcomes, &mut seen_results) {
+                let detail = format!("the same call returned the same output {repeats} times");
+                return finish(AgentStatus::LoopDetected, iteration, None, Some(detail));
+            }
+            override_model = self.override_from(&turn.outcomes);
+            if let Some(m) = &override_model {
+                emit(Event::ModelOverride { model: m.clone() });
+            }
+        }
+    }
+
+    fn emit_message_added(&self) {
+        if let Some(m) = self.history.last() {
+            self.engine.emit(&Event::MessageAdded { message: m.clone() });
+        }
+    }
+
+    /// The model for this turn: the override when a tool named one, else the agent's model.
+    fn model_for_turn(&self, name: Option<String>) -> Result<(Arc<dyn Model>, Option<String>), ModelError> {
+        match (name, &self.router) {
+            (None, _) => Ok((self.model.clone(), None)),
+            (Some(name), Some(router)) => {
+                let model = router.route(&name, &self.model)?;
+                if model.format() != self.model.format() {
+                    return Err(ModelError::new(
+                        ModelErrorKind::Config,
+                        format!(
+                            "the model override {name:?} speaks {}, but this conversation is kept in {}",
+                            model.format(),
+                            self.model.format()
+                        ),
+                    ));
+                }
+                Ok((model, None))
+            }
+            (Some(name), None) => Ok((self.model.clone(), Some(name))),
+        }
+    }
+
+    /// One model call, raced against a kill.
+    async fn ask(&self, model: &Arc<dyn Model>, request: &ModelRequest) -> Result<Answer, ModelError> {
+        self.engine.emit(&Event::ModelRequested {
+            iteration: request.iteration,
+            model: request
+                .model
+                .as_ref()
+                .map_or_else(|| model.describe(), |m| format!("{} (override {m})", model.describe())),
+            tools: request.has_tools(),
+        });
+        let kill = self.session.kill_token();
+        let started = Instant::now();
+        let result = tokio::select! {
+            biased;
+            () = kill.cancelled() => Err(ModelError::new(ModelErrorKind::Canceled, "stopped while the model was answering")),
+            r = model.complete(request, &kill) => r,
+        };
+        match &result {
+            Ok(answer) => self.engine.emit(&Event::ModelAnswered {
+                iteration: request.iteration,
+                text: answer.text.clone(),
+                calls: answer.calls.len(),
+                duration_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+            }),
+            Err(e) => self.engine.emit(&Event::ModelFailed {
+                iteration: request.iteration,
+                kind: e.kind.as_str(),
+                message: e.message.clone(),
+            }),
+        }
+        result
+    }
+
+    /// The answer at the limit: one model call with no tools.
+    async fn final_answer(&mut self, iteration: u32) -> Option<String> {
+        let format = self.model.format();
+        formats::push_user_text(
+            format,
+            &mut self.history,
+            "You have reached the limit of tool calls for this task. Answer now with what you have found, without calling tools.",
+        );
+        self.emit_message_added();
+        let request = ModelRequest {
+            format,
+            system: self.config.system.clone(),
+            messages: self.history.clone(),
+            tools: match format {
+                Format::Text => Value::String(String::new()),
+                _ => Value::Array(Vec::new()),
+            },
+            model: None,
+            iteration,
+        };
+        let answer = self.ask(&self.model.clone(), &request).await.ok()?;
+        if answer.calls.is_empty() {
+            // Only a text answer can join the history: calls would need results.
+            let messages = formats::assistant_messages(&answer, &[]);
+            for m in messages {
+                self.history.push(m);
+                self.emit_message_added();
+            }
+        }
+        answer.text
+    }
+
+    /// Result-aware loop detection: the same call returning the same output `threshold` times.
+    fn repeated_result(
+        &self,
+        answer: &Answer,
+        outcomes: &[Outcome],
+        seen: &mut HashMap<(String, String, String), u32>,
+    ) -> Option<u32> {
+        let threshold = self.config.result_loop_threshold;
+        if threshold == 0 {
+            return None;
+        }
+        let mut worst = 0;
+        for (raw, outcome) in answer.calls.iter().zip(outcomes) {
+            let Outcome::Recorded { entry, .. } = outcome else {
+                continue;
+            };
+            let args = match &raw.arguments {
+                RawArguments::Missing => String::new(),
+                RawArguments::Text(t) => serde_json::from_str::<Value>(t).map_or_else(|_| t.clone(), |v| v.to_string()),
+                RawArguments::Json(v) => v.to_string(),
+            };
+            let count = seen
+                .entry((entry.name.clone(), args, entry.content_text()))
+                .or_insert(0);
+            *count += 1;
+            worst = worst.max(*count);
+        }
+        (worst >= threshold).then_some(worst)
+    }
+
+    /// The first call of the batch (in the model's order) that ran and whose tool names a model.
+    fn override_from(&self, outcomes: &[Outcome]) -> Option<String> {
+        outcomes.iter().find_map(|o| match o {
+            Outcome::Recorded { entry, .. } => self
+                .engine
+                .registry()
+                .get(&entry.name)
+                .and_then(|e| e.tool().spec().model_override.clone()),
+            _ => None,
+        })
+    }
+}
