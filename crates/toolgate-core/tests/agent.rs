@@ -104,11 +104,17 @@ fn assert_history_valid(history: &[Value]) {
             calls.push(c["id"].as_str().unwrap().to_owned());
         }
         if m["role"] == "tool" {
-            *results.entry(m["tool_call_id"].as_str().unwrap().to_owned()).or_default() += 1;
+            *results
+                .entry(m["tool_call_id"].as_str().unwrap().to_owned())
+                .or_default() += 1;
         }
     }
     for id in &calls {
-        assert_eq!(results.get(id), Some(&1), "call {id} must have exactly one result: {history:#?}");
+        assert_eq!(
+            results.get(id),
+            Some(&1),
+            "call {id} must have exactly one result: {history:#?}"
+        );
     }
     assert_eq!(results.len(), calls.len(), "results without calls: {history:#?}");
 }
@@ -124,7 +130,10 @@ async fn a_text_answer_ends_the_run_with_its_text() {
     assert_eq!(run.iterations, 1);
     let req = &model.requests()[0];
     assert_eq!(req.messages, vec![json!({"role": "user", "content": "hello"})]);
-    assert_eq!(req.tools[0]["function"]["name"], "echo", "the exposed tools are offered");
+    assert_eq!(
+        req.tools[0]["function"]["name"], "echo",
+        "the exposed tools are offered"
+    );
     assert_eq!(a.history().len(), 2);
 }
 
@@ -216,7 +225,9 @@ async fn final_answer_on_limit_makes_one_last_call_without_tools() {
 #[tokio::test]
 async fn identical_batches_end_the_run_as_loop_detected() {
     let h = harness(vec![echo("echo", read_only())], EngineConfig::default());
-    let steps = (0..5).map(|i| calls(&[(&format!("c{i}"), "echo", json!({"same": true}))])).collect();
+    let steps = (0..5)
+        .map(|i| calls(&[(&format!("c{i}"), "echo", json!({"same": true}))]))
+        .collect();
     let model = Scripted::new(steps);
     let mut a = agent(&h, model.clone(), AgentConfig::default());
     let run = a.run("loop").await;
@@ -252,7 +263,9 @@ async fn the_same_call_returning_the_same_output_counts_as_a_loop_when_enabled()
         calls(&[("c3", "echo", json!({"a": 1}))]),
         text("done"),
     ];
-    let run = agent(&h, Scripted::new(steps), AgentConfig::default()).run("loop").await;
+    let run = agent(&h, Scripted::new(steps), AgentConfig::default())
+        .run("loop")
+        .await;
     assert_eq!(run.status, AgentStatus::FinalAnswer);
 }
 
@@ -266,7 +279,9 @@ async fn consecutive_errors_end_the_run() {
         ..EngineConfig::default()
     };
     let h = harness(vec![failing], config);
-    let steps = (0..5).map(|i| calls(&[(&format!("c{i}"), "fail", json!({"i": i}))])).collect();
+    let steps = (0..5)
+        .map(|i| calls(&[(&format!("c{i}"), "fail", json!({"i": i}))]))
+        .collect();
     let mut a = agent(&h, Scripted::new(steps), AgentConfig::default());
     let run = a.run("try").await;
     assert_eq!(run.status, AgentStatus::ConsecutiveErrors);
@@ -292,9 +307,8 @@ impl Hook for StopAfter {
 async fn a_post_hook_stop_ends_the_run_with_its_message() {
     let mut registry = toolgate_core::Registry::new();
     registry.register(echo("echo", read_only()));
-    let engine = Arc::new(
-        toolgate_core::Engine::new(registry, EngineConfig::default()).with_hooks(vec![Arc::new(StopAfter)]),
-    );
+    let engine =
+        Arc::new(toolgate_core::Engine::new(registry, EngineConfig::default()).with_hooks(vec![Arc::new(StopAfter)]));
     let session = Arc::new(toolgate_core::Session::new(
         engine.config(),
         toolgate_core::SessionOptions::default(),
@@ -403,8 +417,13 @@ async fn a_router_resolves_an_override_into_another_model() {
     let h = harness(vec![tool, echo("echo", read_only())], EngineConfig::default());
     let main = Scripted::new(vec![calls(&[("c1", "escalate", json!({}))]), text("main again")]);
     let other = Scripted::named("other:model", vec![calls(&[("c2", "echo", json!({"x": 1}))])]);
-    let mut a = Agent::new(h.engine.clone(), h.session.clone(), main.clone(), AgentConfig::default())
-        .with_router(Arc::new(Router(other.clone())));
+    let mut a = Agent::new(
+        h.engine.clone(),
+        h.session.clone(),
+        main.clone(),
+        AgentConfig::default(),
+    )
+    .with_router(Arc::new(Router(other.clone())));
     let run = a.run("q").await;
     assert_eq!(run.status, AgentStatus::FinalAnswer);
     assert_eq!(run.text.as_deref(), Some("main again"));
@@ -453,8 +472,16 @@ async fn read_only_calls_run_together_and_an_exclusive_call_runs_alone() {
     assert_eq!(run.status, AgentStatus::FinalAnswer);
     let results: Vec<&Value> = a.history().iter().filter(|m| m["role"] == "tool").collect();
     let contents: Vec<&str> = results.iter().map(|m| m["content"].as_str().unwrap()).collect();
-    assert_eq!(contents, vec!["read", "read", "written"], "results in the model's order");
-    assert_eq!(*seen_alone.lock().unwrap(), Some(0), "the writer ran with no reader running");
+    assert_eq!(
+        contents,
+        vec!["read", "read", "written"],
+        "results in the model's order"
+    );
+    assert_eq!(
+        *seen_alone.lock().unwrap(),
+        Some(0),
+        "the writer ran with no reader running"
+    );
 }
 
 #[tokio::test]
@@ -492,7 +519,10 @@ async fn after_a_kill_the_conversation_continues_with_one_result_per_call_id() {
     assert_eq!(run.status, AgentStatus::StoppedByUser);
     assert_history_valid(a.history());
     let results: Vec<&Value> = a.history().iter().filter(|m| m["role"] == "tool").collect();
-    assert_eq!(results[0]["content"], "{\"a\":1}", "a call that finished keeps its result");
+    assert_eq!(
+        results[0]["content"], "{\"a\":1}",
+        "a call that finished keeps its result"
+    );
     for r in &results[1..] {
         assert!(
             r["content"].as_str().unwrap().contains("\"canceled\""),
@@ -504,7 +534,10 @@ async fn after_a_kill_the_conversation_continues_with_one_result_per_call_id() {
     assert_eq!(run.status, AgentStatus::FinalAnswer);
     let next = model.requests()[1].clone();
     assert_history_valid(&next.messages);
-    assert_eq!(next.messages.last().unwrap(), &json!({"role": "user", "content": "go on"}));
+    assert_eq!(
+        next.messages.last().unwrap(),
+        &json!({"role": "user", "content": "go on"})
+    );
 }
 
 #[tokio::test]
@@ -565,7 +598,8 @@ async fn the_soft_warning_reaches_tools_and_the_event_stream() {
 
 #[tokio::test]
 async fn an_anthropic_prompt_after_tool_results_joins_the_user_message() {
-    let mut history = vec![json!({"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "x"}]})];
+    let mut history =
+        vec![json!({"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "x"}]})];
     toolgate_core::formats::push_user_text(Format::Anthropic, &mut history, "next");
     assert_eq!(history.len(), 1);
     assert_eq!(history[0]["content"][1], json!({"type": "text", "text": "next"}));
