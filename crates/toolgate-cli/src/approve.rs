@@ -1,17 +1,31 @@
 //! The terminal approver: shows the tool, the subject and the arguments, and takes one key per
 //! answer. Without a terminal on stdin it refuses at once — it never hangs waiting.
 
+use crate::ui::Ui;
 use async_trait::async_trait;
-use console::Term;
+use console::{Term, style};
+use serde_json::Value;
 use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use toolgate_core::permit::{Answer, ApprovalRequest, Approver};
 
 /// How much of the arguments the prompt shows.
 const MAX_SHOWN: usize = 2000;
 
+/// The most diff lines shown before a file change is approved.
+const MAX_DIFF_LINES: usize = 200;
+/// Files larger than this are not read for a diff.
+const MAX_DIFF_FILE: u64 = 1 << 20;
+
 /// Asks the person at the terminal.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct TerminalApprover;
+#[derive(Clone, Default)]
+pub struct TerminalApprover {
+    /// The agent's display, paused while the prompt owns the terminal.
+    pub ui: Option<Arc<Ui>>,
+    /// The workspace, to show what a file change would do.
+    pub workspace: Option<PathBuf>,
+}
 
 #[async_trait]
 impl Approver for TerminalApprover {
@@ -20,14 +34,88 @@ impl Approver for TerminalApprover {
             return Answer::Unavailable;
         }
         let request = request.clone();
+        let diff = self.workspace.as_deref().and_then(|w| file_diff(w, &request));
+        if let Some(ui) = &self.ui {
+            ui.pause();
+        }
         // The prompt blocks on the terminal: off the async threads.
-        tokio::task::spawn_blocking(move || prompt(&request))
+        let answer = tokio::task::spawn_blocking(move || prompt(&request, diff.as_deref()))
             .await
-            .unwrap_or(Answer::Unavailable)
+            .unwrap_or(Answer::Unavailable);
+        if let Some(ui) = &self.ui {
+            ui.resume();
+        }
+        answer
     }
 }
 
-fn prompt(request: &ApprovalRequest) -> Answer {
+/// A coloured unified diff of what `write_file` or `edit_file` would change, when the file is
+/// inside the workspace and readable.
+pub fn file_diff(workspace: &Path, request: &ApprovalRequest) -> Option<String> {
+    let tool = request.call.name.as_str();
+    if tool != "write_file" && tool != "edit_file" {
+        return None;
+    }
+    let args = request.arguments();
+    let text = |k: &str| args.get(k).and_then(Value::as_str);
+    let rel = text("path")?;
+    let root = std::fs::canonicalize(workspace).ok()?;
+    let full = root.join(rel);
+    // Only files inside the workspace are read for display (the tool itself checks again).
+    let old = match std::fs::canonicalize(&full) {
+        Ok(real) if real.starts_with(&root) => {
+            if std::fs::metadata(&real).ok()?.len() > MAX_DIFF_FILE {
+                return None;
+            }
+            std::fs::read_to_string(&real).ok()?
+        }
+        Ok(_) => return None,
+        Err(_) => String::new(),
+    };
+    let new = match tool {
+        "write_file" => text("content")?.to_owned(),
+        _ => {
+            let (from, to) = (text("old_string")?, text("new_string")?);
+            if from.is_empty() || !old.contains(from) {
+                return None;
+            }
+            if args.get("replace_all").and_then(Value::as_bool) == Some(true) {
+                old.replace(from, to)
+            } else {
+                old.replacen(from, to, 1)
+            }
+        }
+    };
+    let diff = similar::TextDiff::from_lines(&old, &new);
+    let unified = diff
+        .unified_diff()
+        .context_radius(3)
+        .header(&format!("a/{rel}"), &format!("b/{rel}"))
+        .to_string();
+    let mut out = String::new();
+    let lines: Vec<&str> = unified.lines().collect();
+    for line in lines.iter().take(MAX_DIFF_LINES) {
+        let styled = if line.starts_with("+++") || line.starts_with("---") {
+            style(line).bold().to_string()
+        } else if line.starts_with('+') {
+            style(line).green().to_string()
+        } else if line.starts_with('-') {
+            style(line).red().to_string()
+        } else if line.starts_with("@@") {
+            style(line).cyan().to_string()
+        } else {
+            (*line).to_owned()
+        };
+        out.push_str(&styled);
+        out.push('\n');
+    }
+    if lines.len() > MAX_DIFF_LINES {
+        out.push_str(&format!("… {} more diff lines\n", lines.len() - MAX_DIFF_LINES));
+    }
+    Some(out)
+}
+
+fn prompt(request: &ApprovalRequest, diff: Option<&str>) -> Answer {
     let term = Term::stderr();
     let tool = request.call.name.as_str();
     let mut args = serde_json::to_string_pretty(&request.arguments()).unwrap_or_default();
@@ -43,7 +131,11 @@ fn prompt(request: &ApprovalRequest) -> Answer {
     if let Some(subject) = &request.subject {
         text.push_str(&format!("  {subject}\n"));
     }
-    text.push_str(&format!("arguments: {args}\n"));
+    match diff {
+        // The diff says what the content arguments would; the path is in the subject.
+        Some(diff) => text.push_str(diff),
+        None => text.push_str(&format!("arguments: {args}\n")),
+    }
     text.push_str("  [y] approve once\n  [s] approve calls like this for the session\n");
     text.push_str(&format!("  [t] approve {tool} for the session\n"));
     if let Some(rule) = &request.suggested_rule {

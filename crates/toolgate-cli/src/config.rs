@@ -33,6 +33,34 @@ pub struct Config {
     pub fetch: Fetch,
     /// `[shell]`: `exec_shell`'s environment, limits and sandbox.
     pub shell: Shell,
+    /// `[agent]`: the model and the loop of `toolgate agent`.
+    pub agent: AgentSection,
+}
+
+/// `[agent]`.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AgentSection {
+    /// `PROVIDER:MODEL` (`--model` wins).
+    pub model: Option<String>,
+    /// The server's base URL (`--base-url` wins).
+    pub base_url: Option<String>,
+    /// The system prompt.
+    pub system: Option<String>,
+    /// Model calls per run at most (default 20, at least 1).
+    pub max_iterations: Option<u32>,
+    /// At the limit, one last model call without tools for an answer.
+    pub final_answer_on_limit: bool,
+    /// The same call returning the same output this many times ends the run (0: off).
+    pub result_loop_threshold: Option<u32>,
+    /// From this iteration on the loop counts as long (0: off; default 15).
+    pub warn_iterations: Option<u32>,
+    /// Native tool calling (default true); false uses the text fallback on Chat-style servers.
+    pub native_tools: Option<bool>,
+    /// Stream answers (default true).
+    pub stream: Option<bool>,
+    /// Anthropic's `max_tokens` (default 4096).
+    pub max_tokens: Option<u32>,
 }
 
 /// `[shell]`.
@@ -201,6 +229,7 @@ const ENV_SECTIONS: &[&str] = &[
     "audit",
     "fetch",
     "shell",
+    "agent",
 ];
 
 /// The user file: `$XDG_CONFIG_HOME/toolgate/toolgate.toml` or `~/.config/toolgate/toolgate.toml`.
@@ -293,6 +322,7 @@ fn ignored_parts(table: &toml::Table, permissions: &Permissions) -> Vec<&'static
         ("audit", "audit settings"),
         ("fetch", "fetch settings"),
         ("shell", "shell settings"),
+        ("agent", "agent settings"),
     ] {
         if table.contains_key(section) {
             parts.push(name);

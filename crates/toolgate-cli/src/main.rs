@@ -1,10 +1,12 @@
 //! `toolgate`: the command line of toolgate's engine.
 
+mod agent;
 mod approve;
 mod config;
 mod hooks;
 mod time;
 mod trust;
+mod ui;
 
 use anyhow::{Context, Result, anyhow, bail};
 use clap::{Parser, Subcommand};
@@ -84,6 +86,8 @@ enum Command {
     },
     /// Lists the audit journal, newest first.
     Audit(AuditArgs),
+    /// Runs the model ↔ tools loop: one task, or an interactive session without a prompt.
+    Agent(agent::AgentArgs),
 }
 
 /// `toolgate audit`'s filters and output.
@@ -217,12 +221,24 @@ async fn run(cli: Cli) -> Result<ExitCode> {
     if let (Command::Audit(args), Some(store)) = (&cli.command, &store) {
         return audit(args, cli.session.as_deref(), store.as_ref()).await;
     }
-    let engine = Arc::new(Engine::new(registry, engine_config).with_hooks(hooks));
+    let mut engine = Engine::new(registry, engine_config).with_hooks(hooks);
+    let ui = match &cli.command {
+        Command::Agent(args) => {
+            let ui = ui::Ui::new(args.json);
+            engine = engine.with_events(ui.clone());
+            Some(ui)
+        }
+        _ => None,
+    };
+    let engine = Arc::new(engine);
     // --yes answers every ask; otherwise the person at the terminal does (or nobody, at once).
     let approver: Arc<dyn Approver> = if cli.yes {
         Arc::new(ApproveAll)
     } else {
-        Arc::new(approve::TerminalApprover)
+        Arc::new(approve::TerminalApprover {
+            ui: ui.clone(),
+            workspace: Some(workspace.clone()),
+        })
     };
     let session = Arc::new(Session::new(
         engine.config(),
@@ -255,6 +271,10 @@ async fn run(cli: Cli) -> Result<ExitCode> {
         }
         Command::Call { tool, args } => call(&engine, &session, tool, args.as_deref()).await,
         Command::Exec { format } => exec(&engine, &session, format).await,
+        Command::Agent(args) => match ui {
+            Some(ui) => agent::run(args, &config.agent, engine.clone(), session.clone(), ui).await,
+            None => Ok(ExitCode::from(2)),
+        },
         Command::Trust { .. } | Command::Audit(_) => Ok(ExitCode::SUCCESS),
     };
     if let Some(store) = &store

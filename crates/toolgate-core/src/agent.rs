@@ -217,8 +217,8 @@ pub struct AgentRun {
 
 /// Builds the model a tool's override names (`provider:model` or a model name).
 pub trait ModelRouter: Send + Sync {
-    /// The model for `name`, or why there is none.
-    fn route(&self, name: &str, current: &Arc<dyn Model>) -> Result<Arc<dyn Model>, ModelError>;
+    /// The model for `name`; `None` asks the current model under that model name.
+    fn route(&self, name: &str, current: &Arc<dyn Model>) -> Result<Option<Arc<dyn Model>>, ModelError>;
 }
 
 /// A conversation with a model over an engine and a session.
@@ -392,7 +392,9 @@ impl Agent {
         match (name, &self.router) {
             (None, _) => Ok((self.model.clone(), None)),
             (Some(name), Some(router)) => {
-                let model = router.route(&name, &self.model)?;
+                let Some(model) = router.route(&name, &self.model)? else {
+                    return Ok((self.model.clone(), Some(name)));
+                };
                 if model.format() != self.model.format() {
                     return Err(ModelError::new(
                         ModelErrorKind::Config,

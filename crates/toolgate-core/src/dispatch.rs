@@ -214,6 +214,8 @@ pub struct Engine {
     registry: Arc<Registry>,
     config: EngineConfig,
     events: Arc<dyn EventSink>,
+    /// Whether a sink was set (events that cost work to build are skipped otherwise).
+    listening: bool,
     hooks: Vec<Arc<dyn Hook>>,
     cache: ResultCache,
     narrowed: Mutex<HashMap<String, Arc<CompiledSchema>>>,
@@ -232,6 +234,7 @@ impl Engine {
             registry: Arc::new(registry),
             config,
             events: Arc::new(NoEvents),
+            listening: false,
             hooks: Vec::new(),
             cache: ResultCache::new(10_000),
             narrowed: Mutex::new(HashMap::new()),
@@ -271,6 +274,7 @@ impl Engine {
     /// Sends events to `sink`.
     pub fn with_events(mut self, sink: Arc<dyn EventSink>) -> Self {
         self.events = sink;
+        self.listening = true;
         self
     }
 
@@ -647,6 +651,11 @@ impl Engine {
             session_id: session.id.clone(),
             call_id: call.id.clone(),
             tool: call.name.clone(),
+            arguments: if self.listening {
+                crate::redact::redact_value(&call.arguments_value())
+            } else {
+                Value::Null
+            },
             repair: call.repair.clone(),
         });
         let mut stats = Stats {

@@ -17,6 +17,8 @@ pub enum Event {
         call_id: CallId,
         /// The tool named.
         tool: ToolName,
+        /// The arguments as normalised, redacted of secrets.
+        arguments: Value,
         /// What stage 1 repaired, if anything.
         #[serde(skip_serializing_if = "Option::is_none")]
         repair: Option<Repair>,

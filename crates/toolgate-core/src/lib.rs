@@ -75,5 +75,7 @@ pub use error::{CallError, ErrorKind, ToolError};
 pub use formats::{Answer, Format, ToolResult};
 pub use registry::Registry;
 pub use session::{Session, SessionOptions};
+/// The token a kill fires (re-exported for `Model` and `Tool` implementations).
+pub use tokio_util::sync::CancellationToken;
 pub use tool::{Tool, ToolContext, ToolOutput, ToolSpec, TypedTool};
 pub use types::{CallId, Principal, SessionId, ToolCall, ToolName, TurnId};

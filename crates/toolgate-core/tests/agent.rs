@@ -398,9 +398,9 @@ async fn a_tool_can_choose_the_model_for_the_next_turn_only() {
 struct Router(Arc<Scripted>);
 
 impl ModelRouter for Router {
-    fn route(&self, name: &str, _: &Arc<dyn Model>) -> Result<Arc<dyn Model>, ModelError> {
+    fn route(&self, name: &str, _: &Arc<dyn Model>) -> Result<Option<Arc<dyn Model>>, ModelError> {
         assert_eq!(name, "other:model");
-        Ok(self.0.clone())
+        Ok(Some(self.0.clone()))
     }
 }
 

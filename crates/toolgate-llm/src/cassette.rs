@@ -194,6 +194,25 @@ impl Replay {
         })
     }
 
+    /// The user's first prompt in the recording (to replay a run without typing it again).
+    pub fn recorded_prompt(&self) -> Option<String> {
+        let guard = self.exchanges.lock().unwrap_or_else(|p| p.into_inner());
+        let body = &guard.1.front()?.request;
+        let list = ["messages", "input", "contents"]
+            .iter()
+            .find_map(|k| body.get(*k).and_then(Value::as_array))?;
+        let first = list
+            .iter()
+            .find(|m| m.get("role").and_then(Value::as_str) == Some("user"))?;
+        match first.get("content").or_else(|| first.get("parts")) {
+            Some(Value::String(s)) => Some(s.clone()),
+            Some(Value::Array(blocks)) => blocks
+                .iter()
+                .find_map(|b| b.get("text").and_then(Value::as_str).map(str::to_owned)),
+            _ => None,
+        }
+    }
+
     /// Model calls left to play.
     pub fn remaining(&self) -> usize {
         self.exchanges.lock().unwrap_or_else(|p| p.into_inner()).1.len()

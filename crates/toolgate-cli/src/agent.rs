@@ -1,0 +1,245 @@
+//! `toolgate agent`: the model ↔ tools loop in the terminal. One task with a prompt, an
+//! interactive session without one; Ctrl-C kills the running calls and returns to the prompt, a
+//! second Ctrl-C exits.
+
+use crate::config::AgentSection;
+use crate::ui::Ui;
+use anyhow::{Context, Result, anyhow, bail};
+use console::style;
+use std::io::{IsTerminal, Read, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use toolgate_core::agent::ModelRouter;
+use toolgate_core::{Agent, AgentConfig, AgentRun, Engine, Model, ModelError, Session};
+use toolgate_llm::{ModelOptions, Replay, ReplayOptions};
+
+/// `toolgate agent`'s options.
+#[derive(clap::Args, Debug)]
+pub struct AgentArgs {
+    /// The task; without one, an interactive session (or the prompt is read from stdin when it
+    /// is not a terminal).
+    pub prompt: Option<String>,
+    /// PROVIDER:MODEL: openai:gpt-4.1, responses:gpt-4.1, anthropic:claude-sonnet-4-5,
+    /// gemini:gemini-2.5-flash, ollama:qwen2.5, openai-compat:NAME (with --base-url).
+    #[arg(long, value_name = "PROVIDER:MODEL")]
+    pub model: Option<String>,
+    /// The server's base URL (OpenAI-compatible servers, proxies, local mocks).
+    #[arg(long, value_name = "URL")]
+    pub base_url: Option<String>,
+    /// Play the model's answers from a cassette instead of asking a model (offline).
+    #[arg(long, value_name = "FILE", conflicts_with = "record")]
+    pub replay: Option<PathBuf>,
+    /// Record every model request and answer to a cassette (credentials stripped).
+    #[arg(long, value_name = "FILE")]
+    pub record: Option<PathBuf>,
+    /// Print the event stream, one JSON object per line, instead of the terminal display.
+    #[arg(long)]
+    pub json: bool,
+    /// Model calls per run at most (default 20).
+    #[arg(long, value_name = "N")]
+    pub max_iterations: Option<u32>,
+    /// The system prompt.
+    #[arg(long, value_name = "TEXT")]
+    pub system: Option<String>,
+    /// Describe tools in the prompt instead of native tool calling (models without tools).
+    #[arg(long)]
+    pub text_tools: bool,
+}
+
+/// A tool's model override: `provider:model` is a new model with the same options; a bare name is
+/// the current provider's model of that name.
+struct Router(ModelOptions);
+
+impl ModelRouter for Router {
+    fn route(&self, name: &str, _: &Arc<dyn Model>) -> Result<Option<Arc<dyn Model>>, ModelError> {
+        if name.contains(':') {
+            toolgate_llm::connect(name, &self.0).map(Some)
+        } else {
+            Ok(None)
+        }
+    }
+}
+
+/// Builds the model: a replay, or a provider model from --model / `[agent] model`.
+fn model(args: &mut AgentArgs, section: &AgentSection) -> Result<(Arc<dyn Model>, Option<ModelOptions>)> {
+    if let Some(path) = &args.replay {
+        let replay = Replay::open(path, ReplayOptions::default()).map_err(|e| anyhow!(e.message))?;
+        // Without a prompt, a replay runs the recorded one.
+        if args.prompt.is_none() {
+            args.prompt = replay.recorded_prompt();
+            if args.prompt.is_none() {
+                bail!("the cassette {} records no user prompt; pass one", path.display());
+            }
+        }
+        return Ok((Arc::new(replay), None));
+    }
+    let spec = args.model.clone().or_else(|| section.model.clone()).ok_or_else(|| {
+        anyhow!(
+            "no model: pass --model PROVIDER:MODEL (such as openai:gpt-4.1 or ollama:qwen2.5), set [agent] model, or play a cassette with --replay FILE"
+        )
+    })?;
+    let defaults = ModelOptions::default();
+    let options = ModelOptions {
+        base_url: args.base_url.clone().or_else(|| section.base_url.clone()),
+        stream: section.stream.unwrap_or(defaults.stream),
+        native_tools: !args.text_tools && section.native_tools.unwrap_or(true),
+        max_tokens: section.max_tokens.unwrap_or(defaults.max_tokens),
+        record: args.record.clone(),
+        ..defaults
+    };
+    let model = toolgate_llm::connect(&spec, &options).map_err(|e| anyhow!(e.message))?;
+    Ok((
+        model,
+        Some(ModelOptions {
+            record: None,
+            ..options
+        }),
+    ))
+}
+
+/// Runs `toolgate agent`.
+pub async fn run(
+    mut args: AgentArgs,
+    section: &AgentSection,
+    engine: Arc<Engine>,
+    session: Arc<Session>,
+    ui: Arc<Ui>,
+) -> Result<ExitCode> {
+    let (model, options) = model(&mut args, section)?;
+    let defaults = AgentConfig::default();
+    let config = AgentConfig {
+        max_iterations: args
+            .max_iterations
+            .or(section.max_iterations)
+            .unwrap_or(defaults.max_iterations),
+        final_answer_on_limit: section.final_answer_on_limit,
+        result_loop_threshold: section.result_loop_threshold.unwrap_or(defaults.result_loop_threshold),
+        warn_iterations: section.warn_iterations.unwrap_or(defaults.warn_iterations),
+        system: args.system.clone().or_else(|| section.system.clone()),
+    };
+    let mut agent = Agent::new(engine, session.clone(), model.clone(), config);
+    if let Some(options) = options {
+        agent = agent.with_router(Arc::new(Router(options)));
+    }
+    let running = Arc::new(AtomicBool::new(false));
+    let presses = Arc::new(AtomicU32::new(0));
+    spawn_interrupts(session, running.clone(), presses.clone(), ui.clone());
+    let json = args.json;
+    match args.prompt {
+        Some(prompt) => {
+            if args.replay.is_some() {
+                ui.line(&format!("{} {prompt}", style("›").bold()));
+            }
+            let run = run_once(&mut agent, &prompt, &running, &presses).await;
+            Ok(report(&run, json, &ui))
+        }
+        None if !std::io::stdin().is_terminal() => {
+            let mut prompt = String::new();
+            std::io::stdin()
+                .take(1 << 20)
+                .read_to_string(&mut prompt)
+                .context("cannot read the prompt from stdin")?;
+            if prompt.trim().is_empty() {
+                bail!("no prompt: pass one as an argument, pipe one on stdin, or run on a terminal for a session");
+            }
+            let run = run_once(&mut agent, prompt.trim(), &running, &presses).await;
+            Ok(report(&run, json, &ui))
+        }
+        None => interactive(&mut agent, &model, json, &ui, &running, &presses).await,
+    }
+}
+
+async fn run_once(agent: &mut Agent, prompt: &str, running: &AtomicBool, presses: &AtomicU32) -> AgentRun {
+    presses.store(0, Ordering::SeqCst);
+    running.store(true, Ordering::SeqCst);
+    let run = agent.run(prompt).await;
+    running.store(false, Ordering::SeqCst);
+    run
+}
+
+/// Prints a run's answer (stdout) or why it ended (stderr); the exit code.
+fn report(run: &AgentRun, json: bool, ui: &Ui) -> ExitCode {
+    if !json {
+        if let Some(text) = &run.text {
+            let mut out = std::io::stdout().lock();
+            let _ = writeln!(out, "{}", text.trim_end());
+            let _ = out.flush();
+        }
+        if !run.status.is_success() {
+            let detail = run.detail.as_deref().map(|d| format!(": {d}")).unwrap_or_default();
+            ui.line(&format!("{} run ended: {}{detail}", style("■").yellow(), run.status));
+        }
+    }
+    if run.status.is_success() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    }
+}
+
+/// Ctrl-C during a run kills its calls; a second one exits. At the prompt the line editor
+/// handles Ctrl-C itself.
+fn spawn_interrupts(session: Arc<Session>, running: Arc<AtomicBool>, presses: Arc<AtomicU32>, ui: Arc<Ui>) {
+    tokio::spawn(async move {
+        while tokio::signal::ctrl_c().await.is_ok() {
+            if !running.load(Ordering::SeqCst) || presses.fetch_add(1, Ordering::SeqCst) >= 1 {
+                ui.pause();
+                eprintln!();
+                std::process::exit(130);
+            }
+            session.kill();
+            ui.line(&format!(
+                "{} stopping: running calls are killed (Ctrl-C again to exit)",
+                style("■").yellow()
+            ));
+        }
+    });
+}
+
+async fn interactive(
+    agent: &mut Agent,
+    model: &Arc<dyn Model>,
+    json: bool,
+    ui: &Ui,
+    running: &AtomicBool,
+    presses: &AtomicU32,
+) -> Result<ExitCode> {
+    use rustyline::error::ReadlineError;
+    let mut editor = rustyline::DefaultEditor::new().map_err(|e| anyhow!("cannot start the line editor: {e}"))?;
+    let history = crate::trust::data_dir().map(|d| d.join("history.txt"));
+    if let Some(h) = &history {
+        let _ = editor.load_history(h);
+    }
+    ui.line(&format!(
+        "{} {} — Ctrl-C stops a run, Ctrl-D or /exit leaves",
+        style("toolgate agent").bold(),
+        model.describe()
+    ));
+    loop {
+        let line = tokio::task::block_in_place(|| editor.readline("› "));
+        let prompt = match line {
+            Ok(l) => l,
+            Err(ReadlineError::Interrupted | ReadlineError::Eof) => break,
+            Err(e) => bail!("cannot read the prompt: {e}"),
+        };
+        let prompt = prompt.trim();
+        if prompt.is_empty() {
+            continue;
+        }
+        if prompt == "/exit" || prompt == "/quit" {
+            break;
+        }
+        let _ = editor.add_history_entry(prompt);
+        let run = run_once(agent, prompt, running, presses).await;
+        report(&run, json, ui);
+    }
+    if let Some(h) = &history {
+        if let Some(dir) = h.parent() {
+            let _ = std::fs::create_dir_all(dir);
+        }
+        let _ = editor.save_history(h);
+    }
+    Ok(ExitCode::SUCCESS)
+}
