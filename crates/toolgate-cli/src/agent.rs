@@ -125,7 +125,17 @@ pub async fn run(
     }
     let running = Arc::new(AtomicBool::new(false));
     let presses = Arc::new(AtomicU32::new(0));
-    spawn_interrupts(session, running.clone(), presses.clone(), ui.clone());
+    let interactive_session = args.prompt.is_none() && std::io::stdin().is_terminal();
+    // The line editor installs its own SIGINT handler when it is created; ours is registered
+    // after it, so it comes first (and chains to the editor's).
+    let editor = if interactive_session {
+        Some(rustyline::DefaultEditor::new().map_err(|e| anyhow!("cannot start the line editor: {e}"))?)
+    } else {
+        None
+    };
+    let interrupts =
+        tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt()).context("cannot watch for Ctrl-C")?;
+    spawn_interrupts(interrupts, session, running.clone(), presses.clone(), ui.clone());
     let json = args.json;
     match args.prompt {
         Some(prompt) => {
@@ -147,7 +157,10 @@ pub async fn run(
             let run = run_once(&mut agent, prompt.trim(), &running, &presses).await;
             Ok(report(&run, json, &ui))
         }
-        None => interactive(&mut agent, &model, json, &ui, &running, &presses).await,
+        None => match editor {
+            Some(editor) => interactive(editor, &mut agent, &model, json, &ui, &running, &presses).await,
+            None => bail!("no prompt: pass one as an argument, pipe one on stdin, or run on a terminal for a session"),
+        },
     }
 }
 
@@ -181,9 +194,15 @@ fn report(run: &AgentRun, json: bool, ui: &Ui) -> ExitCode {
 
 /// Ctrl-C during a run kills its calls; a second one exits. At the prompt the line editor
 /// handles Ctrl-C itself.
-fn spawn_interrupts(session: Arc<Session>, running: Arc<AtomicBool>, presses: Arc<AtomicU32>, ui: Arc<Ui>) {
+fn spawn_interrupts(
+    mut interrupts: tokio::signal::unix::Signal,
+    session: Arc<Session>,
+    running: Arc<AtomicBool>,
+    presses: Arc<AtomicU32>,
+    ui: Arc<Ui>,
+) {
     tokio::spawn(async move {
-        while tokio::signal::ctrl_c().await.is_ok() {
+        while interrupts.recv().await.is_some() {
             if !running.load(Ordering::SeqCst) || presses.fetch_add(1, Ordering::SeqCst) >= 1 {
                 ui.pause();
                 eprintln!();
@@ -199,6 +218,7 @@ fn spawn_interrupts(session: Arc<Session>, running: Arc<AtomicBool>, presses: Ar
 }
 
 async fn interactive(
+    mut editor: rustyline::DefaultEditor,
     agent: &mut Agent,
     model: &Arc<dyn Model>,
     json: bool,
@@ -207,7 +227,6 @@ async fn interactive(
     presses: &AtomicU32,
 ) -> Result<ExitCode> {
     use rustyline::error::ReadlineError;
-    let mut editor = rustyline::DefaultEditor::new().map_err(|e| anyhow!("cannot start the line editor: {e}"))?;
     let history = crate::trust::data_dir().map(|d| d.join("history.txt"));
     if let Some(h) = &history {
         let _ = editor.load_history(h);

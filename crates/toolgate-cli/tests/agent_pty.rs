@@ -1,0 +1,132 @@
+//! `toolgate agent` under a pseudo-terminal: the quickstart cassette replays offline and shows the
+//! tool lines, the approval prompt with the file's diff, and the final answer; Ctrl-C during a
+//! slow command kills it and returns to the prompt, where the session goes on.
+
+mod common;
+#[path = "../../toolgate-llm/tests/common/mod.rs"]
+mod llm_server;
+
+use expectrl::session::OsSession;
+use expectrl::{Eof, Expect, Session};
+use serde_json::json;
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+fn spawn(ws: &Path, args: &[&str], env: &[(&str, &str)]) -> OsSession {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_toolgate"));
+    cmd.arg("--workspace").arg(ws).args(["--store", "memory"]).args(args);
+    cmd.env("XDG_CONFIG_HOME", ws.join(".no-config"));
+    cmd.env("XDG_DATA_HOME", ws.join(".data"));
+    cmd.env_remove("RUST_LOG");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let mut session = Session::spawn(cmd).expect("spawn under a pty");
+    // Only a bound for a broken build: the test waits on the screen's text itself.
+    session.set_expect_timeout(Some(Duration::from_secs(60)));
+    session
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+#[test]
+fn the_quickstart_replays_with_tool_lines_an_approval_and_the_answer() {
+    let ws = tempfile::tempdir().unwrap();
+    for f in ["notes.txt", "toolgate.toml", ".gitignore"] {
+        let from = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../examples/demo")
+            .join(f);
+        std::fs::copy(from, ws.path().join(f)).unwrap();
+    }
+    let cassette = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/quickstart.cassette.jsonl");
+    let mut p = spawn(ws.path(), &["agent", "--replay", cassette.to_str().unwrap()], &[]);
+    let before = p.expect("answer: ").expect("the approval prompt");
+    let screen = text(before.before());
+    assert!(
+        screen.contains("Turn notes.txt into a checklist"),
+        "the recorded prompt is shown: {screen}"
+    );
+    assert!(screen.contains("✓") && screen.contains("list_directory"), "{screen}");
+    assert!(screen.contains("read_file") && screen.contains("notes.txt"), "{screen}");
+    assert!(
+        screen.contains("readonly_hint"),
+        "the verdict's source is on the line: {screen}"
+    );
+    assert!(screen.contains("write_file wants to run"), "{screen}");
+    assert!(
+        screen.contains("+- [ ] buy milk"),
+        "the diff is shown before approval: {screen}"
+    );
+    p.send("y").unwrap();
+    let rest = p.expect(Eof).expect("the run ends");
+    let rest = text(rest.as_bytes());
+    assert!(rest.contains("write_file") && rest.contains("user_approved"), "{rest}");
+    assert!(
+        rest.contains("I turned the three notes into a checklist in TODO.md."),
+        "{rest}"
+    );
+    assert!(
+        std::fs::read_to_string(ws.path().join("TODO.md"))
+            .unwrap()
+            .contains("- [ ] renew passport")
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn ctrl_c_kills_a_slow_command_and_returns_to_the_prompt() {
+    let ws = tempfile::tempdir().unwrap();
+    let call = |cmd: &str| {
+        json!({"choices": [{"index": 0, "finish_reason": "tool_calls", "message": {"role": "assistant", "content": null,
+               "tool_calls": [{"id": "call_1", "type": "function", "function": {"name": "exec_shell",
+               "arguments": json!({"command": cmd}).to_string()}}]}}]})
+    };
+    let answer = json!({"choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": "Back again."}}]});
+    let server = llm_server::serve(vec![
+        llm_server::Reply::json(200, &call("echo started > started; sleep 60")),
+        llm_server::Reply::json(200, &answer),
+    ])
+    .await;
+    let base = format!("{}/v1", server.base);
+    let ws_path = ws.path().to_owned();
+    let screen = tokio::task::spawn_blocking(move || {
+        let mut p = spawn(
+            &ws_path,
+            &["--yes", "agent", "--model", "openai:gpt-4.1", "--base-url", &base],
+            &[("OPENAI_API_KEY", "sk-test"), ("TOOLGATE_AGENT_STREAM", "false")],
+        );
+        p.expect("› ").expect("the prompt");
+        p.send_line("run the slow job").unwrap();
+        // Wait for the command to be running (its spinner shows after a second).
+        p.expect("exec_shell").expect("the running call");
+        let started = ws_path.join("started");
+        let until = std::time::Instant::now() + Duration::from_secs(30);
+        while !started.exists() {
+            assert!(std::time::Instant::now() < until, "the command never started");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        p.send([3u8]).unwrap();
+        let stopped = p.expect("stopped_by_user").expect("the run stops");
+        let mut screen = text(stopped.before());
+        p.expect("› ").expect("back at the prompt");
+        p.send_line("go on").unwrap();
+        let answered = p.expect("Back again.").expect("the session continues");
+        screen.push_str(&text(answered.before()));
+        p.expect("› ").expect("the prompt again");
+        p.send_line("/exit").unwrap();
+        p.expect(Eof).expect("exit");
+        screen
+    })
+    .await
+    .unwrap();
+    assert!(screen.contains("stopping"), "{screen}");
+    assert!(screen.contains("canceled"), "the killed call's line says so: {screen}");
+    let requests = server.requests();
+    assert_eq!(requests.len(), 2);
+    let messages = requests[1].body["messages"].as_array().unwrap();
+    let results: Vec<_> = messages.iter().filter(|m| m["role"] == "tool").collect();
+    assert_eq!(results.len(), 1, "the killed call has one result");
+    assert!(results[0]["content"].as_str().unwrap().contains("canceled"));
+}
