@@ -1,6 +1,6 @@
 //! The engine's own overhead: one validated call to a no-op tool through the whole pipeline,
 //! stage 1 on typical and broken arguments, truncation of 10 MB values, and a batch of 100
-//! concurrent read-only calls.
+//! concurrent read-only calls, and an agent run of two iterations against an instant model.
 //!
 //! Run: `cargo bench -p toolgate-core --bench engine`
 
@@ -243,5 +243,61 @@ fn governed(c: &mut Criterion) {
     });
 }
 
-criterion_group!(benches, pipeline, governed, batch, parse, truncation, permission);
+/// A model that answers at once: one call of `noop`, then text — so a run measures the loop's
+/// own work (requests built, answers parsed, history kept, one call through the pipeline).
+struct Instant2 {
+    call: Answer,
+    text: Answer,
+}
+
+#[async_trait]
+impl toolgate_core::Model for Instant2 {
+    fn format(&self) -> Format {
+        Format::Openai
+    }
+    fn describe(&self) -> String {
+        "bench:instant".into()
+    }
+    async fn complete(
+        &self,
+        request: &toolgate_core::ModelRequest,
+        _: &toolgate_core::CancellationToken,
+    ) -> Result<Answer, toolgate_core::ModelError> {
+        Ok(if request.iteration == 1 {
+            self.call.clone()
+        } else {
+            self.text.clone()
+        })
+    }
+}
+
+fn agent(c: &mut Criterion) {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let (engine, session) = engine();
+    let model = Arc::new(Instant2 {
+        call: Answer::parse(
+            Format::Openai,
+            &json!({"role": "assistant", "tool_calls": [{"id": "c1", "type": "function",
+                "function": {"name": "noop", "arguments": "{\"path\": \"src/lib.rs\"}"}}]}),
+        )
+        .unwrap(),
+        text: Answer::parse(Format::Openai, &json!({"role": "assistant", "content": "done"})).unwrap(),
+    });
+    c.bench_function("agent/run_two_iterations_one_call", |b| {
+        b.to_async(&rt).iter(|| async {
+            let mut agent = toolgate_core::Agent::new(
+                engine.clone(),
+                session.clone(),
+                model.clone(),
+                toolgate_core::AgentConfig::default(),
+            );
+            black_box(agent.run("read it").await)
+        })
+    });
+}
+
+criterion_group!(benches, pipeline, governed, batch, parse, truncation, permission, agent);
 criterion_main!(benches);
