@@ -354,7 +354,8 @@ impl Assembler {
         })?;
         let kind = v.get("type").and_then(Value::as_str).unwrap_or(event).to_owned();
         let kind = kind.as_str();
-        if v.get("error").is_some_and(|e| !e.is_null()) && !matches!(kind, "response.completed") || kind == "error" {
+        let error_object = v.get("error").is_some_and(|e| !e.is_null()) && kind != "response.completed";
+        if error_object || kind == "error" {
             let server = v.pointer("/error/type").and_then(Value::as_str) == Some("overloaded_error");
             return Err(ModelError::new(
                 if server {
