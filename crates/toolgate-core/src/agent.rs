@@ -328,19 +328,22 @@ impl Agent {
             let request = ModelRequest {
                 format,
                 system: self.config.system.clone(),
-                messages: self.history.clone(),
+                // The history is lent to the request and taken back: no copy per iteration.
+                messages: std::mem::take(&mut self.history),
                 tools,
                 model: model_name,
                 iteration,
             };
-            let answer = match self.ask(&model, &request).await {
+            let asked = self.ask(&model, &request).await;
+            self.history = request.messages;
+            let answer = match asked {
                 Ok(a) => a,
                 Err(e) if e.kind == ModelErrorKind::Canceled => {
                     return finish(AgentStatus::StoppedByUser, iteration, None, Some(e.message));
                 }
                 Err(e) => return finish(AgentStatus::ModelError(e.kind), iteration, None, Some(e.message)),
             };
-            let turn = self.engine.run_turn(&self.session, &answer, options).await;
+            let mut turn = self.engine.run_turn(&self.session, &answer, options).await;
             match turn.status {
                 TurnStatus::Restart => {
                     emit(Event::TurnRestarted { iteration });
@@ -353,7 +356,7 @@ impl Agent {
                     self.emit_message_added();
                     continue;
                 }
-                _ => self.history.extend(turn.messages.iter().cloned()),
+                _ => self.history.append(&mut turn.messages),
             }
             match turn.status {
                 TurnStatus::FinalAnswer => return finish(AgentStatus::FinalAnswer, iteration, answer.text, None),
@@ -456,7 +459,7 @@ impl Agent {
         let request = ModelRequest {
             format,
             system: self.config.system.clone(),
-            messages: self.history.clone(),
+            messages: std::mem::take(&mut self.history),
             tools: match format {
                 Format::Text => Value::String(String::new()),
                 _ => Value::Array(Vec::new()),
@@ -464,7 +467,9 @@ impl Agent {
             model: None,
             iteration,
         };
-        let answer = self.ask(&self.model.clone(), &request).await.ok()?;
+        let asked = self.ask(&self.model.clone(), &request).await;
+        self.history = request.messages;
+        let answer = asked.ok()?;
         if answer.calls.is_empty() {
             // Only a text answer can join the history: calls would need results.
             let messages = formats::assistant_messages(&answer, &[]);

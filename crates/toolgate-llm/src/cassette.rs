@@ -212,11 +212,6 @@ impl Replay {
             _ => None,
         }
     }
-
-    /// Model calls left to play.
-    pub fn remaining(&self) -> usize {
-        self.exchanges.lock().unwrap_or_else(|p| p.into_inner()).1.len()
-    }
 }
 
 #[async_trait]

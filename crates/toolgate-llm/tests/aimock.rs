@@ -5,18 +5,17 @@
 //! `scripts/peers.sh` installs it; the tests find it through `TOOLGATE_AIMOCK` (the `llmock`
 //! binary). Without it they are skipped with a message, except under `CI=true`, where they fail.
 
+mod common;
+
 use serde_json::{Value, json};
 use std::path::PathBuf;
 use std::process::Stdio;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use toolgate_core::events::{ChannelEvents, Event};
 use toolgate_core::permit::ApproveAll;
-use toolgate_core::tool::{Annotations, ToolContext, ToolOutput, ToolSpec};
-use toolgate_core::{
-    Agent, AgentConfig, AgentStatus, Engine, EngineConfig, Registry, Session, SessionOptions, Tool, ToolError,
-};
+use toolgate_core::{Agent, AgentConfig, AgentStatus, Engine, EngineConfig, Registry, Session, SessionOptions};
 use toolgate_llm::{ModelOptions, RetryPolicy, connect};
 
 fn llmock() -> Option<PathBuf> {
@@ -82,29 +81,6 @@ impl Mock {
     }
 }
 
-/// A read-only tool that records the arguments it was called with.
-struct Lookup(Value, ToolSpec, Arc<Mutex<Vec<Value>>>);
-
-#[async_trait::async_trait]
-impl Tool for Lookup {
-    fn name(&self) -> &str {
-        "lookup"
-    }
-    fn description(&self) -> &str {
-        "Looks a key up."
-    }
-    fn parameters(&self) -> &Value {
-        &self.0
-    }
-    fn spec(&self) -> &ToolSpec {
-        &self.1
-    }
-    async fn execute(&self, _: &ToolContext, args: Value) -> Result<ToolOutput, ToolError> {
-        self.2.lock().unwrap().push(args.clone());
-        Ok(ToolOutput::json(json!({"key": args["key"], "value": 1})))
-    }
-}
-
 struct Run {
     status: AgentStatus,
     text: Option<String>,
@@ -113,13 +89,10 @@ struct Run {
 }
 
 async fn run_agent(spec: &str, base: &str, prompt: &str) -> Run {
-    let calls = Arc::new(Mutex::new(Vec::new()));
+    let lookup = common::Lookup::new();
+    let calls = lookup.calls.clone();
     let mut registry = Registry::new();
-    registry.register(Arc::new(Lookup(
-        json!({"type": "object", "properties": {"key": {"type": "string"}}, "required": ["key"]}),
-        ToolSpec::with_annotations(Annotations::READ_ONLY),
-        calls.clone(),
-    )));
+    registry.register(Arc::new(lookup));
     let (sink, mut rx) = ChannelEvents::new();
     let engine = Arc::new(Engine::new(registry, EngineConfig::default()).with_events(Arc::new(sink)));
     let session = Arc::new(Session::new(

@@ -6,16 +6,17 @@
 //! `scripts/peers.sh` installs the SDKs into a virtualenv; the test finds its interpreter through
 //! `TOOLGATE_PYTHON`. Without it the test is skipped with a message, except under `CI=true`.
 
+mod common;
+
 use async_trait::async_trait;
 use serde_json::{Value, json};
 use std::collections::VecDeque;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use toolgate_core::permit::ApproveAll;
-use toolgate_core::tool::{Annotations, ToolContext, ToolOutput, ToolSpec};
 use toolgate_core::{
     Agent, AgentConfig, AgentStatus, Answer, CancellationToken, Engine, EngineConfig, Format, Model, ModelError,
-    ModelErrorKind, ModelRequest, Registry, Session, SessionOptions, Tool, ToolError, TurnOptions,
+    ModelErrorKind, ModelRequest, Registry, Session, SessionOptions, TurnOptions,
 };
 use toolgate_llm::{Provider, Shape};
 
@@ -32,30 +33,6 @@ impl Model for Scripted {
     async fn complete(&self, _: &ModelRequest, _: &CancellationToken) -> Result<Answer, ModelError> {
         let body = self.1.lock().unwrap().pop_front().unwrap_or(Value::Null);
         Answer::parse(self.0, &body).map_err(|e| ModelError::new(ModelErrorKind::InvalidResponse, e.0))
-    }
-}
-
-struct Lookup(Value, ToolSpec);
-
-#[async_trait]
-impl Tool for Lookup {
-    fn name(&self) -> &str {
-        "lookup"
-    }
-    fn description(&self) -> &str {
-        "Looks a key up."
-    }
-    fn parameters(&self) -> &Value {
-        &self.0
-    }
-    fn spec(&self) -> &ToolSpec {
-        &self.1
-    }
-    async fn execute(&self, _: &ToolContext, args: Value) -> Result<ToolOutput, ToolError> {
-        if args["key"] == "missing" {
-            return Err(ToolError::failed("no such key"));
-        }
-        Ok(ToolOutput::json(json!({"key": args["key"], "values": [1, 2, 3]})))
     }
 }
 
@@ -102,10 +79,7 @@ fn script(format: Format) -> Vec<Value> {
 
 async fn conversation(format: Format, provider: Provider, native_tools: bool) -> Value {
     let mut registry = Registry::new();
-    registry.register(Arc::new(Lookup(
-        json!({"type": "object", "properties": {"key": {"type": "string", "description": "the key"}}, "required": ["key"]}),
-        ToolSpec::with_annotations(Annotations::READ_ONLY),
-    )));
+    registry.register(Arc::new(common::Lookup::new()));
     let engine = Arc::new(Engine::new(registry, EngineConfig::default()));
     let session = Arc::new(Session::new(
         engine.config(),

@@ -180,3 +180,50 @@ pub fn sse(events: &[(&str, Value)]) -> String {
     }
     out
 }
+
+/// A read-only `lookup` tool for loop tests: it records the arguments of every call, answers
+/// `{"key", "values"}`, and fails for the key `missing`.
+pub struct Lookup {
+    schema: Value,
+    spec: toolgate_core::tool::ToolSpec,
+    pub calls: Arc<Mutex<Vec<Value>>>,
+}
+
+impl Lookup {
+    pub fn new() -> Self {
+        Self {
+            schema: serde_json::json!({"type": "object", "properties": {"key": {"type": "string", "description": "the key"}}, "required": ["key"]}),
+            spec: toolgate_core::tool::ToolSpec::with_annotations(toolgate_core::tool::Annotations::READ_ONLY),
+            calls: Arc::new(Mutex::new(Vec::new())),
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl toolgate_core::Tool for Lookup {
+    fn name(&self) -> &str {
+        "lookup"
+    }
+    fn description(&self) -> &str {
+        "Looks a key up."
+    }
+    fn parameters(&self) -> &Value {
+        &self.schema
+    }
+    fn spec(&self) -> &toolgate_core::tool::ToolSpec {
+        &self.spec
+    }
+    async fn execute(
+        &self,
+        _: &toolgate_core::ToolContext,
+        args: Value,
+    ) -> Result<toolgate_core::tool::ToolOutput, toolgate_core::ToolError> {
+        self.calls.lock().unwrap().push(args.clone());
+        if args["key"] == "missing" {
+            return Err(toolgate_core::ToolError::failed("no such key"));
+        }
+        Ok(toolgate_core::tool::ToolOutput::json(
+            serde_json::json!({"key": args["key"], "values": [1, 2, 3]}),
+        ))
+    }
+}
