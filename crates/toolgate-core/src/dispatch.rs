@@ -176,12 +176,15 @@ pub struct TurnState {
     stopped: Mutex<Option<String>>,
     /// Turn-scoped cache entries; each runs its call once for concurrent identical calls.
     cache: Mutex<HashMap<String, Arc<tokio::sync::OnceCell<Value>>>>,
+    /// The tools as they were when the turn started (an upstream refresh swaps the engine's).
+    registry: Arc<Registry>,
 }
 
 impl TurnState {
-    /// A new turn.
-    pub fn new(options: TurnOptions) -> Self {
+    /// A new turn over these tools.
+    pub fn new(options: TurnOptions, registry: Arc<Registry>) -> Self {
         Self {
+            registry,
             id: TurnId::generate(),
             iteration: options.iteration,
             long_loop: options.long_loop,
@@ -211,7 +214,8 @@ impl TurnState {
 
 /// The engine: a registry, a configuration and an event sink.
 pub struct Engine {
-    registry: Arc<Registry>,
+    /// Swapped whole when upstream tools change; each turn keeps the one it started with.
+    registry: std::sync::RwLock<Arc<Registry>>,
     config: EngineConfig,
     events: Arc<dyn EventSink>,
     /// Whether a sink was set (events that cost work to build are skipped otherwise).
@@ -231,7 +235,7 @@ impl Engine {
     /// An engine over these tools.
     pub fn new(registry: Registry, config: EngineConfig) -> Self {
         Self {
-            registry: Arc::new(registry),
+            registry: std::sync::RwLock::new(Arc::new(registry)),
             config,
             events: Arc::new(NoEvents),
             listening: false,
@@ -278,9 +282,15 @@ impl Engine {
         self
     }
 
-    /// The tools.
-    pub fn registry(&self) -> &Registry {
-        &self.registry
+    /// The tools, as they are now.
+    pub fn registry(&self) -> Arc<Registry> {
+        self.registry.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Replaces the tools (upstream servers changed theirs). Turns already running keep the
+    /// registry they started with; the next turn sees this one.
+    pub fn set_registry(&self, registry: Registry) {
+        *self.registry.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(registry);
     }
 
     /// The configuration.
@@ -291,11 +301,14 @@ impl Engine {
     /// The schemas of the tools exposed this turn, in a provider's format, sorted by name: the
     /// allowlist, feature flags and each tool's own assembly for this turn applied.
     pub fn tool_list(&self, format: Format, options: &TurnOptions) -> Value {
-        let turn = TurnState::new(TurnOptions {
-            format: options.format.or(Some(format)),
-            ..options.clone()
-        });
-        let exposed: Vec<(&Entry, Exposed)> = self
+        let turn = TurnState::new(
+            TurnOptions {
+                format: options.format.or(Some(format)),
+                ..options.clone()
+            },
+            self.registry(),
+        );
+        let exposed: Vec<(&Entry, Exposed)> = turn
             .registry
             .entries()
             .filter_map(|e| self.exposure(e, &turn).ok().map(|x| (e, x)))
@@ -350,7 +363,7 @@ impl Engine {
 
     /// The provider-safe names of the tools exposed this turn, sorted.
     fn exposed_names(&self, turn: &TurnState) -> Vec<String> {
-        self.registry
+        turn.registry
             .entries()
             .filter(|e| self.exposure(e, turn).is_ok())
             .map(|e| e.provider_name().to_owned())
@@ -383,7 +396,7 @@ impl Engine {
             *turns -= 1;
             *turns > 0
         });
-        TurnState::new(options)
+        TurnState::new(options, self.registry())
     }
 
     /// Runs every call of a model answer and returns the messages to append.
@@ -398,7 +411,7 @@ impl Engine {
         let parsed: Vec<Result<ToolCall, Malformed>> = answer
             .calls
             .iter()
-            .map(|raw| parse::normalize(raw, &self.registry, answer.cut_off))
+            .map(|raw| parse::normalize(raw, &turn.registry, answer.cut_off))
             .collect();
         let echoes: Vec<CallEcho> = parsed.iter().map(|p| self.echo(p)).collect();
         let mut messages = formats::assistant_messages(answer, &echoes);
@@ -456,7 +469,7 @@ impl Engine {
     }
 
     fn provider_name(&self, name: &ToolName) -> String {
-        self.registry
+        self.registry()
             .get(name.as_str())
             .map_or_else(|| provider_safe(name.as_str()), |e| e.provider_name().to_owned())
     }
@@ -552,7 +565,7 @@ impl Engine {
                 }
             };
             let queued = Instant::now();
-            let read_only = self
+            let read_only = turn
                 .registry
                 .get(call.name.as_str())
                 .is_none_or(|e| e.tool().spec().annotations.read_only);
@@ -617,7 +630,7 @@ impl Engine {
         );
         if !span.is_disabled() {
             span.record("otel.name", format!("execute_tool {}", call.name).as_str());
-            if let Some(e) = self.registry.get(call.name.as_str()) {
+            if let Some(e) = turn.registry.get(call.name.as_str()) {
                 span.record("gen_ai.tool.description", e.tool().description());
             }
             if self.config.trace_content {
@@ -683,7 +696,7 @@ impl Engine {
             return outcome;
         }
         // 3. lookup
-        let Some(entry) = self.registry.get(call.name.as_str()) else {
+        let Some(entry) = turn.registry.get(call.name.as_str()) else {
             let exposed = self.exposed_names(turn);
             let suggestions = Registry::suggestions(call.name.as_str(), exposed.iter().map(String::as_str));
             let mut message = format!("There is no tool named {:?}.", call.name.as_str());
@@ -1053,6 +1066,7 @@ impl Engine {
             return Outcome::Restart { context };
         }
         // 11. result
+        let mut structured = false;
         match entry.compiled_output() {
             Some(Ok(compiled)) if !compiled.is_valid(&output.content) => {
                 let violations = compiled.violations(&output.content);
@@ -1065,7 +1079,8 @@ impl Engine {
                 );
             }
             Some(Err(message)) => return fail(CallError::new(ErrorKind::ResultInvalid, message)),
-            _ => {}
+            Some(Ok(_)) => structured = true,
+            None => {}
         }
         let content = normalize_empty(output.content);
         let budget = spec.budget.unwrap_or(self.config.budget_bytes);
@@ -1075,6 +1090,7 @@ impl Engine {
             let handle = session.store.put(&session.id, full.clone(), size).await;
             let t = truncate(&full, budget, Some(&handle));
             stats.truncated = t.truncated;
+            structured &= !t.truncated;
             t.value
         } else {
             content
@@ -1100,12 +1116,14 @@ impl Engine {
                 }
             }
             if let Some(replacement) = merged.replacement {
+                structured = false;
                 content = truncate(&normalize_empty(replacement), budget, None).value;
             }
             context.extend(merged.additional_context);
             stop = merged.stop;
         }
         if !context.is_empty() {
+            structured = false;
             content = with_context(content, context.join("\n"));
         }
         // 13. record
@@ -1124,6 +1142,7 @@ impl Engine {
             content,
             is_error: false,
             error_kind: None,
+            structured,
         };
         if let Some(message) = stop {
             // The rest of the batch gets synthetic results; the loop ends with the hook's message.
@@ -1405,6 +1424,7 @@ fn error_entry(id: &CallId, name: &str, error: &CallError) -> ToolResult {
         content: error.to_json(),
         is_error: true,
         error_kind: Some(error.kind),
+        structured: false,
     }
 }
 

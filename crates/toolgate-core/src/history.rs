@@ -20,6 +20,7 @@ pub fn canceled_result(id: &str, name: &str) -> ToolResult {
         content: error.to_json(),
         is_error: true,
         error_kind: Some(ErrorKind::Canceled),
+        structured: false,
     }
 }
 

@@ -118,6 +118,23 @@ impl Session {
         self.grants.write().unwrap_or_else(|p| p.into_inner()).allow.push(rule);
     }
 
+    /// Drops this session's grants of a tool (its definition changed); the store's are revoked
+    /// separately ([`Store::grants_revoke`]). Returns the rules dropped.
+    pub fn revoke_tool(&self, tool: &str) -> Vec<String> {
+        let mut grants = self.grants.write().unwrap_or_else(|p| p.into_inner());
+        let mut dropped = Vec::new();
+        grants.allow.retain(|rule| {
+            let text = rule.to_string();
+            if crate::store::grant_names_tool(&text, tool) {
+                dropped.push(text);
+                false
+            } else {
+                true
+            }
+        });
+        dropped
+    }
+
     /// Loads the grants the store holds for this session (made by earlier processes).
     pub async fn load_grants(&self) -> Result<usize, StoreError> {
         let texts = self.store.grants(&self.id).await?;

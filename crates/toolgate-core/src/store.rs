@@ -157,6 +157,20 @@ pub trait Store: ResultStore {
     async fn approval_answer(&self, id: &str, answer: &Value) -> Result<bool, StoreError>;
     /// A pending approval by id.
     async fn approval_get(&self, id: &str) -> Result<Option<PendingRecord>, StoreError>;
+    /// The approvals still waiting for an answer, oldest first.
+    async fn approvals_pending(&self) -> Result<Vec<PendingRecord>, StoreError>;
+    /// Forgets an approval (its ask ended: answered, timed out or canceled).
+    async fn approval_delete(&self, id: &str) -> Result<(), StoreError>;
+    /// Revokes, in every session, the grants of this tool (the rule naming it exactly, with or
+    /// without a pattern): its definition changed, so approvals given for the old one no longer
+    /// hold. Returns how many went.
+    async fn grants_revoke(&self, tool: &str) -> Result<u64, StoreError>;
+}
+
+/// Whether a grant's rule text names exactly this tool (`tool` or `tool(pattern)`).
+pub fn grant_names_tool(rule: &str, tool: &str) -> bool {
+    rule.strip_prefix(tool)
+        .is_some_and(|rest| rest.is_empty() || rest.starts_with('('))
 }
 
 /// Journal rows kept in memory at most (finished rows are dropped beyond it): the in-memory
@@ -339,6 +353,31 @@ impl Store for MemoryStore {
     }
     async fn approval_get(&self, id: &str) -> Result<Option<PendingRecord>, StoreError> {
         Ok(self.state().approvals.get(id).cloned())
+    }
+    async fn approvals_pending(&self) -> Result<Vec<PendingRecord>, StoreError> {
+        let mut pending: Vec<PendingRecord> = self
+            .state()
+            .approvals
+            .values()
+            .filter(|r| r.answer.is_none())
+            .cloned()
+            .collect();
+        // Ids are UUIDv7: their order is the order they were asked in.
+        pending.sort_by(|a, b| a.id.cmp(&b.id));
+        Ok(pending)
+    }
+    async fn approval_delete(&self, id: &str) -> Result<(), StoreError> {
+        self.state().approvals.remove(id);
+        Ok(())
+    }
+    async fn grants_revoke(&self, tool: &str) -> Result<u64, StoreError> {
+        let mut n = 0;
+        for grants in self.state().grants.values_mut() {
+            let before = grants.len();
+            grants.retain(|(rule, _)| !grant_names_tool(rule, tool));
+            n += (before - grants.len()) as u64;
+        }
+        Ok(n)
     }
 }
 

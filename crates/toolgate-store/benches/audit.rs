@@ -108,6 +108,15 @@ impl Store for NoJournal {
     async fn approval_get(&self, i: &str) -> Result<Option<PendingRecord>, StoreError> {
         self.0.approval_get(i).await
     }
+    async fn approvals_pending(&self) -> Result<Vec<PendingRecord>, StoreError> {
+        self.0.approvals_pending().await
+    }
+    async fn approval_delete(&self, i: &str) -> Result<(), StoreError> {
+        self.0.approval_delete(i).await
+    }
+    async fn grants_revoke(&self, t: &str) -> Result<u64, StoreError> {
+        self.0.grants_revoke(t).await
+    }
 }
 
 static NEXT: AtomicU64 = AtomicU64::new(0);

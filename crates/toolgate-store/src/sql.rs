@@ -180,6 +180,11 @@ const APPROVAL_PUT: &str = "INSERT INTO approvals (id, session_id, request, answ
      request = excluded.request, answer = excluded.answer";
 const APPROVAL_ANSWER: &str = "UPDATE approvals SET answer = $2 WHERE id = $1 AND answer IS NULL";
 const APPROVAL_GET: &str = "SELECT id, session_id, request, answer FROM approvals WHERE id = $1";
+const APPROVALS_PENDING: &str =
+    "SELECT id, session_id, request, answer FROM approvals WHERE answer IS NULL ORDER BY created_at, id";
+const APPROVAL_DELETE: &str = "DELETE FROM approvals WHERE id = $1";
+// `tool` exactly, or `tool(` followed by a pattern: compared as a prefix, so no LIKE escaping.
+const GRANTS_REVOKE: &str = "DELETE FROM grants WHERE rule = $1 OR substr(rule, 1, length($1) + 1) = $1 || '('";
 const RESULT_PUT: &str = "INSERT INTO results (session_id, handle, value, bytes, created_at, expires_at) \
      VALUES ($1, $2, $3, $4, $5, $6)";
 const RESULT_TRIM: &str = "DELETE FROM results WHERE session_id = $1 AND created_at < \
@@ -355,6 +360,8 @@ macro_rules! dialect {
                         .execute(&mut *conn)
                         .await?
                 }
+                Op::ApprovalDelete { id } => sqlx::query(APPROVAL_DELETE).bind(id).execute(&mut *conn).await?,
+                Op::GrantsRevoke { tool } => sqlx::query(GRANTS_REVOKE).bind(tool).execute(&mut *conn).await?,
                 Op::ResultPut {
                     session,
                     handle,
@@ -455,12 +462,21 @@ macro_rules! dialect {
             let Some(r) = sqlx::query(APPROVAL_GET).bind(id).fetch_optional(pool).await? else {
                 return Ok(None);
             };
-            Ok(Some(PendingRecord {
+            pending_record(&r).map(Some)
+        }
+
+        pub(crate) async fn approvals_pending(pool: &sqlx::Pool<$db>) -> Result<Vec<PendingRecord>, sqlx::Error> {
+            let rows = sqlx::query(APPROVALS_PENDING).fetch_all(pool).await?;
+            rows.iter().map(pending_record).collect()
+        }
+
+        fn pending_record(r: &$row) -> Result<PendingRecord, sqlx::Error> {
+            Ok(PendingRecord {
                 id: r.try_get("id")?,
                 session_id: r.try_get("session_id")?,
                 request: parse_json(Some(r.try_get("request")?)).unwrap_or(Value::Null),
                 answer: parse_json(r.try_get("answer")?),
-            }))
+            })
         }
     };
 }
@@ -775,6 +791,18 @@ impl Store for SqlStore {
     }
     async fn approval_get(&self, id: &str) -> Result<Option<PendingRecord>, StoreError> {
         read!(self, approval(id))
+    }
+    async fn approvals_pending(&self) -> Result<Vec<PendingRecord>, StoreError> {
+        read!(self, approvals_pending())
+    }
+    async fn approval_delete(&self, id: &str) -> Result<(), StoreError> {
+        self.writer
+            .write(Op::ApprovalDelete { id: id.to_owned() })
+            .await
+            .map(|_| ())
+    }
+    async fn grants_revoke(&self, tool: &str) -> Result<u64, StoreError> {
+        self.writer.write(Op::GrantsRevoke { tool: tool.to_owned() }).await
     }
 }
 

@@ -51,6 +51,12 @@ pub(crate) enum Op {
         id: String,
         answer: String,
     },
+    ApprovalDelete {
+        id: String,
+    },
+    GrantsRevoke {
+        tool: String,
+    },
     ResultPut {
         session: String,
         handle: String,

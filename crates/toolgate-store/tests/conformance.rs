@@ -181,6 +181,19 @@ async fn grants(name: &str, s: &Arc<dyn Store>) {
         "{name}: upserted, expired hidden"
     );
     assert!(s.grants(&SessionId::new("nobody")).await.unwrap().is_empty(), "{name}");
+
+    // A changed tool loses its grants in every session, patterned ones included; a tool whose
+    // name merely starts with it keeps its own.
+    let other = SessionId::new(format!("g2-{name}"));
+    for rule in ["srv__write", "srv__write(/tmp/**)", "srv__writer", "srv__write_all"] {
+        s.grant_put(&other, rule, None).await.unwrap();
+    }
+    assert_eq!(s.grants_revoke("srv__write").await.unwrap(), 2, "{name}");
+    let mut g = s.grants(&other).await.unwrap();
+    g.sort();
+    assert_eq!(g, ["srv__write_all", "srv__writer"], "{name}: only the tool's own");
+    assert_eq!(s.grants(&sid).await.unwrap().len(), 2, "{name}: other tools untouched");
+    assert_eq!(s.grants_revoke("srv__write").await.unwrap(), 0, "{name}");
 }
 
 async fn cache(name: &str, s: &Arc<dyn Store>) {
@@ -265,6 +278,32 @@ async fn approvals(name: &str, s: &Arc<dyn Store>) {
     );
     assert!(!s.approval_answer("nope", &json!("x")).await.unwrap(), "{name}");
     assert_eq!(s.approval_get("nope").await.unwrap(), None, "{name}");
+
+    // The queue: unanswered asks only, oldest first; a finished ask is forgotten.
+    let ids: Vec<String> = (0..3).map(|i| format!("q{i}-{name}")).collect();
+    for id in &ids {
+        s.approval_put(&PendingRecord {
+            id: id.clone(),
+            session_id: "s".into(),
+            request: json!({"tool": "x"}),
+            answer: None,
+        })
+        .await
+        .unwrap();
+    }
+    assert!(s.approval_answer(&ids[1], &json!("reject")).await.unwrap(), "{name}");
+    let pending: Vec<String> = s.approvals_pending().await.unwrap().into_iter().map(|p| p.id).collect();
+    assert_eq!(
+        pending,
+        [ids[0].clone(), ids[2].clone()],
+        "{name}: unanswered, oldest first"
+    );
+    for id in &ids {
+        s.approval_delete(id).await.unwrap();
+    }
+    s.approval_delete(&id).await.unwrap();
+    assert!(s.approvals_pending().await.unwrap().is_empty(), "{name}");
+    assert_eq!(s.approval_get(&ids[0]).await.unwrap(), None, "{name}: deleted");
 }
 
 async fn results(name: &str, s: &Arc<dyn Store>) {

@@ -232,6 +232,10 @@ pub struct ToolResult {
     /// The error kind, for errors.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error_kind: Option<ErrorKind>,
+    /// `content` is the tool's whole result, validated against its output schema: not
+    /// truncated, not replaced by a hook, no context added (MCP sends it as `structuredContent`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub structured: bool,
 }
 
 impl ToolResult {
