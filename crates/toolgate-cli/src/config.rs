@@ -22,8 +22,8 @@ pub struct Config {
     pub approval: Approval,
     /// `[exposure]`.
     pub exposure: Exposure,
-    /// `[mcp_servers.NAME]`: read (so a project file's servers can be refused while it is
-    /// untrusted), not yet connected to.
+    /// `[mcp_servers.NAME]`: upstream MCP servers whose tools are registered as `NAME__tool`
+    /// (file-only; an untrusted project file's are ignored).
     pub mcp_servers: toml::Table,
     /// `[store]`: where state is kept.
     pub store: StoreSection,
@@ -182,6 +182,9 @@ pub struct Exposure {
 pub struct Approval {
     /// How long an ask waits for an answer, in milliseconds (default: the engine's 120000).
     pub timeout_ms: Option<u64>,
+    /// Who answers the gateway's asks: `queue` (the HTTP approval queue, the default for
+    /// HTTP), `elicitation` (the MCP client that made the call) or `deny`.
+    pub via: Option<toolgate_mcp::Via>,
 }
 
 /// `[permissions]`.
@@ -303,6 +306,28 @@ pub fn load(explicit: Option<&Path>, workspace: &Path, subject_of: SubjectOf<'_>
         config,
         untrusted_project,
     })
+}
+
+/// The upstream servers of `[mcp_servers.NAME]` (disabled entries left out), each checked: a
+/// bad entry is a configuration error naming it.
+pub fn mcp_servers(
+    config: &Config,
+    workspace: &Path,
+    timeout: std::time::Duration,
+) -> Result<Vec<toolgate_mcp::Upstream>> {
+    let mut servers = Vec::new();
+    for (name, value) in &config.mcp_servers {
+        let entry: toolgate_mcp::ServerConfig = value.clone().try_into().map_err(|e: toml::de::Error| {
+            anyhow!("invalid configuration: mcp_servers.{name}: {}", one_line(e.message()))
+        })?;
+        if !entry.enabled {
+            continue;
+        }
+        let server = toolgate_mcp::Upstream::new(name, entry, workspace.to_path_buf(), timeout)
+            .map_err(|e| anyhow!("invalid configuration: {e}"))?;
+        servers.push(server);
+    }
+    Ok(servers)
 }
 
 /// What an untrusted project file says that will not apply.

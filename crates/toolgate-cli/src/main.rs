@@ -4,6 +4,7 @@ mod agent;
 mod approve;
 mod config;
 mod hooks;
+mod serve;
 mod time;
 mod trust;
 mod ui;
@@ -88,6 +89,9 @@ enum Command {
     Audit(AuditArgs),
     /// Runs the model ↔ tools loop: one task, or an interactive session without a prompt.
     Agent(agent::AgentArgs),
+    /// Serves the governed tools (built-in and upstream MCP servers') as an MCP server, over
+    /// streamable HTTP at /mcp with the REST API beside it, or over stdio.
+    Serve(serve::ServeArgs),
 }
 
 /// `toolgate audit`'s filters and output.
@@ -185,8 +189,9 @@ async fn run(cli: Cli) -> Result<ExitCode> {
         fetch: config.fetch.tool_config(),
         shell: config.shell.tool_config(),
     };
-    for tool in toolgate_tools::builtin_tools_with(&tools_config) {
-        registry.register(tool);
+    let builtins = toolgate_tools::builtin_tools_with(&tools_config);
+    for tool in &builtins {
+        registry.register(tool.clone());
     }
     let subject_of = |name: &str| registry.get(name).map(|e| e.tool().spec().subject.clone());
     // Trusted files (user, trusted project, --config) merge into one layer; an untrusted project
@@ -199,11 +204,7 @@ async fn run(cli: Cli) -> Result<ExitCode> {
     if let Some(project) = &untrusted_project {
         layers.insert(0, project.layer(LayerSource::Project, &subject_of)?);
     }
-    if !config.mcp_servers.is_empty() {
-        eprintln!(
-            "toolgate: warning: [mcp_servers] are configured, but this version does not connect to MCP servers yet"
-        );
-    }
+    let upstreams = config::mcp_servers(&config, &workspace, engine_timeout(&config))?;
     let hooks = hooks::build(&config.hooks).map_err(|e| anyhow!("invalid configuration: {e}"))?;
     let mut engine_config = config.engine.clone();
     if let Some(ms) = config.approval.timeout_ms {
@@ -230,7 +231,30 @@ async fn run(cli: Cli) -> Result<ExitCode> {
         }
         _ => None,
     };
+    let metrics = Arc::new(toolgate_mcp::metrics::Metrics::default());
+    if let Command::Serve(_) = &cli.command {
+        engine = engine.with_events(metrics.clone());
+    }
     let engine = Arc::new(engine);
+    // Upstream MCP servers: started now, their tools registered beside the built-ins.
+    let hub = if upstreams.is_empty() {
+        None
+    } else {
+        let hub_store: Arc<dyn Store> = match &store {
+            Some(s) => s.clone(),
+            None => Arc::new(toolgate_core::store::MemoryStore::new()),
+        };
+        let hub = toolgate_mcp::Hub::start(engine.clone(), builtins.clone(), hub_store, upstreams).await;
+        for (name, state) in hub.servers() {
+            if let toolgate_mcp::ServerState::Failed { reason } = state {
+                eprintln!(
+                    "toolgate: warning: {reason}; its tools are missing until it starts (retried in the background)"
+                );
+                let _ = name;
+            }
+        }
+        Some(hub)
+    };
     // --yes answers every ask; otherwise the person at the terminal does (or nobody, at once).
     let approver: Arc<dyn Approver> = if cli.yes {
         Arc::new(ApproveAll)
@@ -240,16 +264,51 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             workspace: Some(workspace.clone()),
         })
     };
+    let policy = Policy {
+        yolo: cli.yolo || config.permissions.yolo,
+        layers: Arc::new(layers),
+    };
+    if let Command::Serve(args) = cli.command {
+        let Some(store) = store else {
+            bail!("serve needs a store");
+        };
+        let yes = cli.yes;
+        let factory_store = store.clone();
+        let factory: toolgate_mcp::SessionFactory = Arc::new(move || SessionOptions {
+            workspace: workspace.clone(),
+            approver: if yes {
+                Arc::new(ApproveAll)
+            } else {
+                Arc::new(toolgate_core::permit::DenyAll)
+            },
+            policy: policy.clone(),
+            store: Some(factory_store.clone()),
+            ..SessionOptions::default()
+        });
+        // Asks go to the HTTP queue unless the configuration says otherwise; on stdio there is
+        // no queue to answer them unless another replica shares the store, so they are refused
+        // unless `[approval] via` says so.
+        let via = match (config.approval.via, args.stdio) {
+            _ if yes => toolgate_mcp::Via::Yes,
+            (Some(via), _) => via,
+            (None, false) => toolgate_mcp::Via::Queue,
+            (None, true) => toolgate_mcp::Via::Deny,
+        };
+        let queue = toolgate_mcp::Queue::new(store.clone());
+        let gateway = toolgate_mcp::Gateway::new(engine.clone(), hub, factory, via, Some(queue.clone()));
+        let code = serve::run(args, gateway, queue, metrics, store.clone()).await;
+        if let Err(e) = store.flush().await {
+            eprintln!("toolgate: warning: the journal's last rows may not be written: {e}");
+        }
+        return code;
+    }
     let session = Arc::new(Session::new(
         engine.config(),
         SessionOptions {
             id: cli.session.as_deref().map(SessionId::new),
             workspace,
             approver,
-            policy: Policy {
-                yolo: cli.yolo || config.permissions.yolo,
-                layers: Arc::new(layers),
-            },
+            policy,
             store: store.clone(),
             ..SessionOptions::default()
         },
@@ -275,14 +334,22 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             Some(ui) => agent::run(args, &config.agent, engine.clone(), session.clone(), ui).await,
             None => Ok(ExitCode::from(2)),
         },
-        Command::Trust { .. } | Command::Audit(_) => Ok(ExitCode::SUCCESS),
+        Command::Trust { .. } | Command::Audit(_) | Command::Serve(_) => Ok(ExitCode::SUCCESS),
     };
+    if let Some(hub) = &hub {
+        hub.shutdown(std::time::Duration::from_secs(5)).await;
+    }
     if let Some(store) = &store
         && let Err(e) = store.flush().await
     {
         eprintln!("toolgate: warning: the journal's last rows may not be written: {e}");
     }
     code
+}
+
+/// The engine's per-attempt timeout (upstream tools without their own use it).
+fn engine_timeout(config: &config::Config) -> std::time::Duration {
+    std::time::Duration::from_millis(config.engine.timeout_ms)
 }
 
 /// Opens the state store (`--store`, else `[store] url`, else SQLite under the data directory),

@@ -31,6 +31,7 @@ use std::time::Duration;
 use tokio::sync::{RwLock, Semaphore};
 use tokio::task::JoinSet;
 use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 /// Why a call (and with it the loop) aborts.
@@ -162,6 +163,12 @@ pub struct TurnOptions {
     pub allowlist: Option<Vec<ToolName>>,
     /// The provider format of the turn (tools may depend on its capabilities).
     pub format: Option<Format>,
+    /// The caller's own stop for this turn's calls (an MCP client cancelling its request, or
+    /// disconnecting): like a session kill, for these calls only.
+    pub cancel: Option<CancellationToken>,
+    /// Where the tools' progress reports go besides the event stream (an MCP client's progress
+    /// token, say).
+    pub progress: ProgressSink,
 }
 
 /// State shared by the calls of one turn.
@@ -178,6 +185,8 @@ pub struct TurnState {
     cache: Mutex<HashMap<String, Arc<tokio::sync::OnceCell<Value>>>>,
     /// The tools as they were when the turn started (an upstream refresh swaps the engine's).
     registry: Arc<Registry>,
+    cancel: Option<CancellationToken>,
+    progress: ProgressSink,
 }
 
 impl TurnState {
@@ -185,6 +194,8 @@ impl TurnState {
     pub fn new(options: TurnOptions, registry: Arc<Registry>) -> Self {
         Self {
             registry,
+            cancel: options.cancel,
+            progress: options.progress,
             id: TurnId::generate(),
             iteration: options.iteration,
             long_loop: options.long_loop,
@@ -268,6 +279,25 @@ impl Engine {
             cwd: session.workspace_text.to_string(),
             tool_response: response,
         }
+    }
+
+    /// A call's progress sink: the event stream (when somebody listens) and the turn's own sink.
+    fn progress_sink(&self, call: &ToolCall, turn: &TurnState) -> ProgressSink {
+        if !self.listening && !turn.progress.is_set() {
+            return ProgressSink::default();
+        }
+        let events = self.listening.then(|| self.events.clone());
+        let forward = turn.progress.clone();
+        let call_id = call.id.clone();
+        ProgressSink::new(move |progress| {
+            if let Some(events) = &events {
+                events.emit(&Event::Progress {
+                    call_id: call_id.clone(),
+                    progress: progress.clone(),
+                });
+            }
+            forward.report(progress);
+        })
     }
 
     /// Sends an event to the engine's sink (the agent loop's own events go the same way).
@@ -873,7 +903,7 @@ impl Engine {
         let (allowed, source, reason) = match decision.verdict {
             Verdict::Allow => (true, decision.source, decision.reason),
             Verdict::Deny => (false, decision.source, decision.reason),
-            Verdict::Ask => self.ask(session, call, spec, decision.reason).await,
+            Verdict::Ask => self.ask(session, turn, call, spec, decision.reason).await,
         };
         let decision_str = match (allowed, source) {
             (true, _) => "allow",
@@ -974,7 +1004,7 @@ impl Engine {
             }
         }
         // 10. execute (inside stage 9 when the tool is cacheable)
-        let kill = session.kill_token();
+        let (kill, _linked) = call_kill(session, turn);
         let ctx = ToolContext {
             session_id: session.id.clone(),
             turn_id: turn.id.clone(),
@@ -983,7 +1013,7 @@ impl Engine {
             cancel: kill.child_token(),
             workspace: session.workspace.clone(),
             principal: session.principal.clone(),
-            progress: ProgressSink::default(),
+            progress: self.progress_sink(call, turn),
             store: session.store.clone(),
         };
         let policy = ExecPolicy {
@@ -1237,12 +1267,13 @@ impl Engine {
     async fn ask(
         &self,
         session: &Arc<Session>,
+        turn: &TurnState,
         call: &ToolCall,
         spec: &ToolSpec,
         reason: String,
     ) -> (bool, Source, String) {
         let subject = spec.subject.argument();
-        let kill = session.kill_token();
+        let (kill, _linked) = call_kill(session, turn);
         let request = ApprovalRequest {
             call: call.clone(),
             subject: subject.and_then(|key| call.arguments.get(key)).map(|v| match v {
@@ -1415,6 +1446,28 @@ fn id_and_name(p: &Result<ToolCall, Malformed>) -> (&CallId, ToolName) {
         Ok(c) => (&c.id, c.name.clone()),
         Err(m) => (&m.id, ToolName::new(m.name.as_deref().unwrap_or("unknown"))),
     }
+}
+
+/// The token that stops a call: the session's kill, joined by the caller's own stop when the
+/// turn has one. The guard ends the link when the call is done.
+fn call_kill(session: &Session, turn: &TurnState) -> (CancellationToken, Option<tokio_util::sync::DropGuard>) {
+    let kill = session.kill_token();
+    let Some(own) = turn.cancel.clone() else {
+        return (kill, None);
+    };
+    let both = kill.child_token();
+    if own.is_cancelled() {
+        both.cancel();
+        return (both, None);
+    }
+    let link = both.clone();
+    tokio::spawn(async move {
+        tokio::select! {
+            _ = own.cancelled() => link.cancel(),
+            _ = link.cancelled() => {}
+        }
+    });
+    (both.clone(), Some(both.drop_guard()))
 }
 
 fn error_entry(id: &CallId, name: &str, error: &CallError) -> ToolResult {

@@ -106,6 +106,10 @@ pub enum ToolError {
     /// The tool stopped because its cancellation token fired.
     #[error("the call was canceled")]
     Canceled,
+    /// The tool enforced a time limit of its own (one a remote end can extend, say) and it
+    /// passed: reported as a `timeout`, like the engine's.
+    #[error("timed out after {} ms", .0.as_millis())]
+    TimedOut(Duration),
 }
 
 impl ToolError {

@@ -125,6 +125,25 @@ pub enum Event {
         /// The model for the next turn only.
         model: String,
     },
+    /// A running tool reported progress.
+    Progress {
+        /// The call.
+        call_id: CallId,
+        /// What it reported.
+        progress: crate::tool::Progress,
+    },
+    /// The tools changed while the engine runs (an upstream MCP server changed its list,
+    /// restarted, or came up late).
+    ToolsChanged {
+        /// The server whose tools changed.
+        server: String,
+        /// Tools that appeared.
+        added: Vec<String>,
+        /// Tools that went away.
+        removed: Vec<String>,
+        /// Tools whose definition changed: their session grants were revoked.
+        changed: Vec<String>,
+    },
     /// The loop passed its soft warning threshold.
     LongLoop {
         /// The loop's iteration.

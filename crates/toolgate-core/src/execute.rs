@@ -102,6 +102,7 @@ pub async fn execute(
                 };
             }
             Err(ExecFailure::Failed(ToolError::Canceled)) if kill.is_cancelled() => ExecFailure::Killed,
+            Err(ExecFailure::Failed(ToolError::TimedOut(limit))) => ExecFailure::Timeout { limit },
             Err(f) => f,
         };
         let retryable = match &failure {

@@ -206,6 +206,11 @@ impl ProgressSink {
             f(progress);
         }
     }
+
+    /// Whether somebody listens.
+    pub fn is_set(&self) -> bool {
+        self.0.is_some()
+    }
 }
 
 impl std::fmt::Debug for ProgressSink {

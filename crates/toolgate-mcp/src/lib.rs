@@ -1,1 +1,27 @@
-//! MCP
+//! toolgate's MCP faces, on the official Rust SDK (rmcp):
+//!
+//! - **upstream servers as tools**: each `[mcp_servers.NAME]` (a stdio child in its own process
+//!   group, or streamable HTTP) is connected, listed and registered as `NAME__tool`; annotations
+//!   count only when trusted; `list_changed` refreshes the registry and revokes the grants of a
+//!   tool whose definition changed; a server that exits is restarted with backoff;
+//! - **the gateway**: the governed registry served as an MCP server (streamable HTTP at `/mcp`,
+//!   or stdio), with the REST face beside it.
+
+pub mod approve;
+pub mod config;
+pub mod http;
+pub mod hub;
+pub mod metrics;
+pub mod server;
+pub mod tool;
+pub mod trace;
+pub mod upstream;
+
+pub use approve::{Queue, Via};
+pub use config::ServerConfig;
+pub use hub::{Hub, ServerState};
+pub use server::{Gateway, GatewayHandler, SessionFactory};
+pub use upstream::Upstream;
+
+/// Re-exported so embedding programs (the conformance fixture) need not name rmcp's version.
+pub use rmcp;

@@ -1,0 +1,187 @@
+//! `toolgate serve`: the MCP gateway, over streamable HTTP (with the REST face) or stdio.
+
+use anyhow::{Context, Result, anyhow, bail};
+use std::net::SocketAddr;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+use toolgate_core::store::Store;
+use toolgate_mcp::http::HttpOptions;
+use toolgate_mcp::metrics::Metrics;
+use toolgate_mcp::{Gateway, Queue};
+
+/// `toolgate serve`'s options.
+#[derive(clap::Args, Debug)]
+pub struct ServeArgs {
+    /// Where to listen (streamable HTTP at /mcp, and the REST API).
+    #[arg(long, default_value = "127.0.0.1:8737", value_name = "ADDR")]
+    pub listen: SocketAddr,
+    /// Serve one MCP client on stdin/stdout instead.
+    #[arg(long)]
+    pub stdio: bool,
+    /// The client token (`Authorization: Bearer T`); required when not listening on loopback.
+    #[arg(long, env = "TOOLGATE_SERVE_TOKEN", hide_env_values = true, value_name = "T")]
+    pub token: Option<String>,
+    /// The approver token for /v1/approvals (default: a random one, printed at start).
+    #[arg(
+        long,
+        env = "TOOLGATE_SERVE_APPROVER_TOKEN",
+        hide_env_values = true,
+        value_name = "T"
+    )]
+    pub approver_token: Option<String>,
+    /// A `Host` to accept besides loopback names (a public name of this gateway); repeatable.
+    #[arg(long = "allow-host", value_name = "HOST")]
+    pub allowed_hosts: Vec<String>,
+    /// A browser `Origin` to accept (`http://localhost:6274`); repeatable. Requests without
+    /// `Origin` are not browsers and pass.
+    #[arg(long = "allow-origin", value_name = "ORIGIN")]
+    pub allowed_origins: Vec<String>,
+    /// The largest request body, in bytes.
+    #[arg(long, default_value_t = 4 << 20, value_name = "BYTES")]
+    pub max_body: usize,
+    /// Seconds calls in flight get to finish at shutdown before they are killed.
+    #[arg(long, default_value_t = 30, value_name = "SECS")]
+    pub grace: u64,
+}
+
+/// A random token: 32 bytes from the kernel, hex.
+fn random_token() -> Result<String> {
+    use std::io::Read;
+    let mut bytes = [0u8; 32];
+    std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut bytes))
+        .context("cannot read /dev/urandom for the approver token")?;
+    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+}
+
+/// Resolves on Ctrl-C or SIGTERM.
+async fn stop_signal() {
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term => {}
+    }
+}
+
+/// Runs the gateway until a stop signal, then shuts down gracefully.
+pub async fn run(
+    args: ServeArgs,
+    gateway: Arc<Gateway>,
+    queue: Arc<Queue>,
+    metrics: Arc<Metrics>,
+    store: Arc<dyn Store>,
+) -> Result<ExitCode> {
+    if args.stdio {
+        return stdio(gateway, metrics, args.grace).await;
+    }
+    let generated = args.approver_token.is_none();
+    let options = HttpOptions {
+        listen: args.listen,
+        client_token: args.token.clone(),
+        approver_token: match args.approver_token.clone() {
+            Some(t) => t,
+            None => random_token()?,
+        },
+        allowed_hosts: args.allowed_hosts.clone(),
+        allowed_origins: args.allowed_origins.clone(),
+        max_body: args.max_body,
+    };
+    options.check().map_err(|e| anyhow!("{e}"))?;
+    let listener = tokio::net::TcpListener::bind(args.listen)
+        .await
+        .with_context(|| format!("cannot listen on {}", args.listen))?;
+    let addr = listener.local_addr().context("cannot read the listening address")?;
+    let shutdown = CancellationToken::new();
+    let app = toolgate_mcp::http::router(
+        gateway.clone(),
+        store,
+        queue,
+        metrics.clone(),
+        options.clone(),
+        shutdown.clone(),
+    );
+    eprintln!(
+        "toolgate: serving {} tools: MCP at http://{addr}/mcp, REST at http://{addr}/v1/",
+        gateway.engine.registry().len()
+    );
+    if generated {
+        eprintln!(
+            "toolgate: approver token for /v1/approvals: {} (set TOOLGATE_SERVE_APPROVER_TOKEN to choose it)",
+            options.approver_token
+        );
+    }
+    // On the signal: stop accepting, end the MCP streams (`shutdown` is also their token), let
+    // the requests in flight finish.
+    let stopping = shutdown.clone();
+    let server = axum::serve(listener, app).with_graceful_shutdown(async move { stopping.cancelled().await });
+    let watcher = {
+        let shutdown = shutdown.clone();
+        tokio::spawn(async move {
+            stop_signal().await;
+            eprintln!("toolgate: stopping: no new requests; calls in flight get to finish");
+            shutdown.cancel();
+        })
+    };
+    let result = server.await;
+    watcher.abort();
+    finish(&gateway, &metrics, args.grace).await;
+    result.context("the HTTP server failed")?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Lets calls in flight finish within `grace`, kills the rest (closing their journal rows),
+/// and stops the upstream servers.
+async fn finish(gateway: &Gateway, metrics: &Metrics, grace: u64) {
+    let drained = wait_idle(metrics, Duration::from_secs(grace)).await;
+    if !drained {
+        eprintln!(
+            "toolgate: {} call(s) still running after {grace} s: killing them",
+            metrics.in_flight()
+        );
+        gateway.kill_all();
+        wait_idle(metrics, Duration::from_secs(5)).await;
+    }
+    if let Some(hub) = &gateway.hub {
+        hub.shutdown(Duration::from_secs(10)).await;
+    }
+}
+
+async fn wait_idle(metrics: &Metrics, limit: Duration) -> bool {
+    let deadline = tokio::time::Instant::now() + limit;
+    while metrics.in_flight() > 0 {
+        if tokio::time::Instant::now() >= deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    true
+}
+
+async fn stdio(gateway: Arc<Gateway>, metrics: Arc<Metrics>, grace: u64) -> Result<ExitCode> {
+    use toolgate_mcp::rmcp::ServiceExt;
+    let handler = gateway.handler();
+    let running = handler
+        .serve((tokio::io::stdin(), tokio::io::stdout()))
+        .await
+        .map_err(|e| anyhow!("the MCP client on stdio did not complete the handshake: {e}"))?;
+    let token = running.cancellation_token();
+    tokio::select! {
+        r = running.waiting() => {
+            if let Err(e) = r {
+                bail!("the stdio session failed: {e}");
+            }
+        }
+        _ = stop_signal() => token.cancel(),
+    }
+    finish(&gateway, &metrics, grace).await;
+    Ok(ExitCode::SUCCESS)
+}

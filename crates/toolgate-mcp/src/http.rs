@@ -1,0 +1,435 @@
+//! The gateway's one listener: MCP over streamable HTTP at `/mcp`, and the REST face —
+//! `/v1/tools`, `/v1/execute`, `/v1/approvals`, `/v1/audit`, `/healthz`, `/metrics`.
+//!
+//! Every request passes the `Host` and `Origin` checks (DNS rebinding), then the token check:
+//! the client token (when set; required off loopback) for everything, and the approver token —
+//! always required, never the client's — for the approval endpoints, so a tool run by the
+//! gateway cannot approve itself. A refused request gets its status and an empty body.
+
+use crate::approve::{AnswerError, Queue};
+use crate::metrics::Metrics;
+use crate::server::Gateway;
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::extract::{DefaultBodyLimit, Path, Query, State};
+use axum::http::{HeaderMap, Request, StatusCode, header};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
+use serde::Deserialize;
+use serde_json::{Value, json};
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use tokio_util::sync::CancellationToken;
+use toolgate_core::store::{JournalFilter, Store};
+use toolgate_core::{Answer, Format, SessionId, TurnOptions};
+
+/// How the listener is set up.
+#[derive(Clone, Debug)]
+pub struct HttpOptions {
+    /// Where it listens.
+    pub listen: SocketAddr,
+    /// The client token (`Authorization: Bearer …`); required when not on loopback.
+    pub client_token: Option<String>,
+    /// The approver token for `/v1/approvals`.
+    pub approver_token: String,
+    /// `Host` values accepted besides loopback names (with or without a port).
+    pub allowed_hosts: Vec<String>,
+    /// `Origin` values accepted (`http://localhost:3000`); requests without `Origin` pass.
+    pub allowed_origins: Vec<String>,
+    /// The largest request body, in bytes.
+    pub max_body: usize,
+}
+
+impl HttpOptions {
+    /// Checks the options before binding: a token off loopback, two different tokens.
+    pub fn check(&self) -> Result<(), String> {
+        if !self.listen.ip().is_loopback() && self.client_token.is_none() {
+            return Err(format!(
+                "listening on {} (not loopback) needs a client token: --token or TOOLGATE_SERVE_TOKEN",
+                self.listen
+            ));
+        }
+        if self.client_token.as_deref().is_some_and(str::is_empty) || self.approver_token.is_empty() {
+            return Err("a token cannot be empty".into());
+        }
+        if self.client_token.as_deref() == Some(self.approver_token.as_str()) {
+            return Err("the approver token must differ from the client token".into());
+        }
+        Ok(())
+    }
+
+    fn hosts(&self) -> Vec<String> {
+        let mut hosts: Vec<String> = ["localhost", "127.0.0.1", "::1", "[::1]"].map(str::to_owned).to_vec();
+        hosts.extend(self.allowed_hosts.iter().cloned());
+        hosts
+    }
+}
+
+/// What the REST handlers share.
+pub struct App {
+    /// The MCP face (and its engine).
+    pub gateway: Arc<Gateway>,
+    /// Where the journal and pending approvals are.
+    pub store: Arc<dyn Store>,
+    /// The approval queue.
+    pub queue: Arc<Queue>,
+    /// The metrics fed by the engine's events.
+    pub metrics: Arc<Metrics>,
+    options: HttpOptions,
+}
+
+impl std::fmt::Debug for App {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("App").finish_non_exhaustive()
+    }
+}
+
+/// The router; `shutdown` ends the MCP sessions' streams.
+pub fn router(
+    gateway: Arc<Gateway>,
+    store: Arc<dyn Store>,
+    queue: Arc<Queue>,
+    metrics: Arc<Metrics>,
+    options: HttpOptions,
+    shutdown: CancellationToken,
+) -> Router {
+    let mcp_config = StreamableHttpServerConfig::default()
+        .with_allowed_hosts(options.hosts())
+        .with_allowed_origins(options.allowed_origins.clone())
+        .enforce_origin_validation()
+        .with_max_request_body_bytes(options.max_body)
+        .with_cancellation_token(shutdown);
+    let factory = gateway.clone();
+    let mcp = StreamableHttpService::new(
+        move || Ok(factory.handler()),
+        Arc::new(LocalSessionManager::default()),
+        mcp_config,
+    );
+    let max_body = options.max_body;
+    let app = Arc::new(App {
+        gateway,
+        store,
+        queue,
+        metrics,
+        options,
+    });
+    Router::new()
+        .route("/v1/tools", get(tools))
+        .route("/v1/execute", post(execute))
+        .route("/v1/approvals", get(approvals))
+        .route("/v1/approvals/{id}", post(answer))
+        .route("/v1/audit", get(audit))
+        .route("/healthz", get(health))
+        .route("/metrics", get(metrics_text))
+        .route_service("/mcp", mcp)
+        .layer(DefaultBodyLimit::max(max_body))
+        .layer(middleware::from_fn_with_state(app.clone(), guard))
+        .with_state(app)
+}
+
+fn status(code: StatusCode) -> Response {
+    (code, Body::empty()).into_response()
+}
+
+fn json_response(code: StatusCode, value: &Value) -> Response {
+    (code, [(header::CONTENT_TYPE, "application/json")], value.to_string()).into_response()
+}
+
+fn error(code: StatusCode, message: impl Into<String>) -> Response {
+    json_response(code, &json!({"error": message.into()}))
+}
+
+/// Compares in time independent of where the strings differ.
+fn same(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+fn bearer(headers: &HeaderMap) -> Option<&[u8]> {
+    let value = headers.get(header::AUTHORIZATION)?.as_bytes();
+    value
+        .strip_prefix(b"Bearer ")
+        .or_else(|| value.strip_prefix(b"bearer "))
+}
+
+fn host_allowed(host: &str, allowed: &[String]) -> bool {
+    let bare = match host.rsplit_once(':') {
+        // `[::1]:8737`, `localhost:8737`; a bare IPv6 has more than one colon.
+        Some((name, port))
+            if port.chars().all(|c| c.is_ascii_digit()) && (!name.contains(':') || name.starts_with('[')) =>
+        {
+            name
+        }
+        _ => host,
+    };
+    allowed
+        .iter()
+        .any(|a| a.eq_ignore_ascii_case(host) || a.eq_ignore_ascii_case(bare))
+}
+
+async fn guard(State(app): State<Arc<App>>, request: Request<Body>, next: Next) -> Response {
+    let headers = request.headers();
+    // DNS rebinding: a page served from elsewhere reaches us under its own name.
+    let host = headers.get(header::HOST).and_then(|h| h.to_str().ok()).unwrap_or("");
+    if !host_allowed(host, &app.options.hosts()) {
+        return status(StatusCode::FORBIDDEN);
+    }
+    if let Some(origin) = headers.get(header::ORIGIN) {
+        let ok = origin
+            .to_str()
+            .is_ok_and(|o| app.options.allowed_origins.iter().any(|a| a.eq_ignore_ascii_case(o)));
+        if !ok {
+            return status(StatusCode::FORBIDDEN);
+        }
+    }
+    let path = request.uri().path();
+    let token = bearer(headers);
+    let approvals = path == "/v1/approvals" || path.starts_with("/v1/approvals/");
+    let allowed = if approvals {
+        token.is_some_and(|t| same(t, app.options.approver_token.as_bytes()))
+    } else {
+        match &app.options.client_token {
+            Some(expected) => token.is_some_and(|t| same(t, expected.as_bytes())),
+            None => true,
+        }
+    };
+    if !allowed {
+        return status(StatusCode::UNAUTHORIZED);
+    }
+    next.run(request).await
+}
+
+#[derive(Deserialize)]
+struct ToolsQuery {
+    format: Option<String>,
+}
+
+async fn tools(State(app): State<Arc<App>>, Query(q): Query<ToolsQuery>) -> Response {
+    let format = match q.format.as_deref().unwrap_or("openai").parse::<Format>() {
+        Ok(f) => f,
+        Err(e) => return error(StatusCode::BAD_REQUEST, e.to_string()),
+    };
+    match app.gateway.engine.tool_list(format, &TurnOptions::default()) {
+        Value::String(text) => (
+            StatusCode::OK,
+            [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+            text,
+        )
+            .into_response(),
+        other => json_response(StatusCode::OK, &other),
+    }
+}
+
+#[derive(Deserialize)]
+struct ExecuteQuery {
+    format: Option<String>,
+    session: Option<String>,
+}
+
+/// A model answer in any provider format → `{"messages", "status"}`, as `toolgate exec`.
+async fn execute(
+    State(app): State<Arc<App>>,
+    Query(q): Query<ExecuteQuery>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let value: Value = match serde_json::from_slice(&body) {
+        Ok(v) => v,
+        Err(e) => return error(StatusCode::BAD_REQUEST, format!("the body is not valid JSON: {e}")),
+    };
+    let format = match q.format.as_deref() {
+        Some(f) => match f.parse::<Format>() {
+            Ok(Format::Mcp) => return error(StatusCode::BAD_REQUEST, "execute reads model answers; use /mcp for MCP"),
+            Ok(f) => f,
+            Err(e) => return error(StatusCode::BAD_REQUEST, e.to_string()),
+        },
+        None => Format::detect(&value),
+    };
+    let answer = match Answer::parse(format, &value) {
+        Ok(a) => a,
+        Err(e) => return error(StatusCode::BAD_REQUEST, e.to_string()),
+    };
+    let session_id = q.session.or_else(|| {
+        headers
+            .get("x-toolgate-session")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned)
+    });
+    if let Some(id) = &session_id
+        && (id.is_empty() || id.len() > 200 || id.chars().any(char::is_control))
+    {
+        return error(
+            StatusCode::BAD_REQUEST,
+            "the session id must be 1 to 200 printable characters",
+        );
+    }
+    let session = app.gateway.rest_session(session_id.map(SessionId::new)).await;
+    let turn = app
+        .gateway
+        .engine
+        .run_turn(&session, &answer, TurnOptions::default())
+        .await;
+    json_response(
+        StatusCode::OK,
+        &json!({"messages": turn.messages, "status": turn.status.as_str(), "session_id": session.id().as_str()}),
+    )
+}
+
+async fn approvals(State(app): State<Arc<App>>) -> Response {
+    match app.queue.pending().await {
+        Ok(list) => json_response(
+            StatusCode::OK,
+            &json!({"approvals": list.into_iter().map(|p| json!({"id": p.id, "session_id": p.session_id, "request": p.request})).collect::<Vec<_>>()}),
+        ),
+        Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, e),
+    }
+}
+
+async fn answer(State(app): State<Arc<App>>, Path(id): Path<String>, body: Bytes) -> Response {
+    let value: Value = match serde_json::from_slice(&body) {
+        Ok(v) => v,
+        Err(e) => return error(StatusCode::BAD_REQUEST, format!("the body is not valid JSON: {e}")),
+    };
+    match app.queue.answer(&id, &value).await {
+        Ok(()) => json_response(StatusCode::OK, &json!({"id": id, "answered": true})),
+        Err(AnswerError::NotFound) => error(StatusCode::NOT_FOUND, format!("no approval {id:?} is waiting")),
+        Err(AnswerError::Invalid(m)) => error(StatusCode::BAD_REQUEST, m),
+        Err(AnswerError::Store(m)) => error(StatusCode::INTERNAL_SERVER_ERROR, m),
+    }
+}
+
+#[derive(Deserialize)]
+struct AuditQuery {
+    session: Option<String>,
+    tool: Option<String>,
+    /// Unix time in milliseconds.
+    since_ms: Option<u64>,
+    outcome: Option<String>,
+    limit: Option<usize>,
+}
+
+async fn audit(State(app): State<Arc<App>>, Query(q): Query<AuditQuery>) -> Response {
+    let filter = JournalFilter {
+        session: q.session.map(SessionId::new),
+        tool: q.tool,
+        since: q.since_ms.map(|ms| UNIX_EPOCH + Duration::from_millis(ms)),
+        outcome: q.outcome,
+        limit: q.limit.unwrap_or(100).min(10_000),
+    };
+    match app.store.journal_list(&filter).await {
+        Ok(rows) => {
+            let rows: Vec<Value> = rows
+                .iter()
+                .map(|r| millis(serde_json::to_value(r).unwrap_or(Value::Null)))
+                .collect();
+            json_response(StatusCode::OK, &json!({"rows": rows}))
+        }
+        Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+    }
+}
+
+/// Times as Unix milliseconds instead of serde's `{secs_since_epoch, nanos_since_epoch}`.
+fn millis(value: Value) -> Value {
+    match value {
+        Value::Object(map) if map.contains_key("secs_since_epoch") && map.len() == 2 => {
+            let secs = map.get("secs_since_epoch").and_then(Value::as_u64).unwrap_or(0);
+            let nanos = map.get("nanos_since_epoch").and_then(Value::as_u64).unwrap_or(0);
+            json!(secs * 1000 + nanos / 1_000_000)
+        }
+        Value::Object(map) => Value::Object(map.into_iter().map(|(k, v)| (k, millis(v))).collect()),
+        other => other,
+    }
+}
+
+async fn health(State(app): State<Arc<App>>) -> Response {
+    let servers: HashMap<String, Value> = app
+        .gateway
+        .hub
+        .as_ref()
+        .map(|h| {
+            h.servers()
+                .into_iter()
+                .map(|(k, v)| (k, serde_json::to_value(v).unwrap_or(Value::Null)))
+                .collect()
+        })
+        .unwrap_or_default();
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis())
+        .unwrap_or(0);
+    json_response(
+        StatusCode::OK,
+        &json!({"status": "ok", "tools": app.gateway.engine.registry().len(), "servers": servers, "time_ms": now as u64}),
+    )
+}
+
+async fn metrics_text(State(app): State<Arc<App>>) -> Response {
+    let pending = app.queue.pending().await.ok().map(|p| p.len());
+    (
+        StatusCode::OK,
+        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+        app.metrics.render(pending),
+    )
+        .into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hosts_with_and_without_ports() {
+        let allowed: Vec<String> = ["localhost", "127.0.0.1", "[::1]", "gw.example:8443"]
+            .map(str::to_owned)
+            .to_vec();
+        for ok in [
+            "localhost",
+            "localhost:8737",
+            "127.0.0.1:1",
+            "[::1]:8737",
+            "gw.example:8443",
+            "LOCALHOST",
+        ] {
+            assert!(host_allowed(ok, &allowed), "{ok}");
+        }
+        for bad in [
+            "",
+            "evil.example",
+            "evil.example:8737",
+            "127.0.0.1.evil:80",
+            "localhost.evil",
+            "gw.example:1",
+        ] {
+            assert!(!host_allowed(bad, &allowed), "{bad}");
+        }
+    }
+
+    #[test]
+    fn tokens_compare_whole() {
+        assert!(same(b"abc", b"abc"));
+        assert!(!same(b"abc", b"abd"));
+        assert!(!same(b"abc", b"abcd"));
+        assert!(!same(b"", b"a"));
+    }
+
+    #[test]
+    fn options_fail_closed() {
+        let mut o = HttpOptions {
+            listen: "0.0.0.0:0".parse().unwrap(),
+            client_token: None,
+            approver_token: "a".into(),
+            allowed_hosts: vec![],
+            allowed_origins: vec![],
+            max_body: 1,
+        };
+        assert!(o.check().unwrap_err().contains("needs a client token"));
+        o.client_token = Some("a".into());
+        assert!(o.check().unwrap_err().contains("must differ"));
+        o.client_token = Some("c".into());
+        assert!(o.check().is_ok());
+    }
+}

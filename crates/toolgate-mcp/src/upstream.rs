@@ -1,0 +1,500 @@
+//! One upstream MCP server: its connection (a child process on stdio, or streamable HTTP), kept
+//! alive by a supervisor that restarts it with backoff, re-lists its tools when it says they
+//! changed, and carries calls, progress and cancellation.
+
+use crate::config::{Endpoint, ServerConfig};
+use crate::tool::{McpTool, ToolDef};
+use rmcp::model::{
+    CallToolRequest, CallToolRequestParams, CancelledNotification, CancelledNotificationParam, ClientNotification,
+    ClientRequest, NumberOrString, ProgressNotificationParam, ServerResult,
+};
+use rmcp::service::{NotificationContext, Peer, PeerRequestOptions, RoleClient, RunningServiceCancellationToken};
+use rmcp::{ClientHandler, ServiceExt};
+use serde_json::Value;
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+use tokio::sync::{Notify, mpsc};
+use tokio_util::sync::CancellationToken;
+use toolgate_core::ToolError;
+use toolgate_core::tool::{Progress, ProgressSink, ToolContext, ToolOutput};
+
+/// What a supervisor tells the hub.
+#[derive(Debug)]
+pub enum Report {
+    /// The server's tools (after a start, a restart or a `list_changed`).
+    Tools {
+        /// The server.
+        server: String,
+        /// Its exposed tools.
+        tools: Vec<Arc<McpTool>>,
+    },
+    /// The server could not be started or reached (it is retried in the background).
+    Failed {
+        /// The server.
+        server: String,
+        /// Why, in one line.
+        reason: String,
+    },
+}
+
+/// Where a call's progress goes, and the call's timer to restart.
+struct ProgressRoute {
+    sink: ProgressSink,
+    reset: Option<Arc<Notify>>,
+}
+
+/// The state shared by a server's supervisor, its client handler and its tools.
+pub struct Link {
+    pub(crate) server: String,
+    current: RwLock<Option<Arc<Conn>>>,
+    /// Why there is no connection, when there is none.
+    down: Mutex<String>,
+    progress: Mutex<HashMap<String, ProgressRoute>>,
+    list_changed: Notify,
+    pub(crate) resets_on_progress: bool,
+    pub(crate) timeout: Option<Duration>,
+    pub(crate) max_total: Duration,
+}
+
+/// One live connection.
+pub(crate) struct Conn {
+    peer: Peer<RoleClient>,
+    /// Fires when the connection ends (the server exited or hung up).
+    closed: CancellationToken,
+    generation: u64,
+}
+
+impl std::fmt::Debug for Link {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Link")
+            .field("server", &self.server)
+            .finish_non_exhaustive()
+    }
+}
+
+fn token_key(token: &NumberOrString) -> String {
+    match token {
+        NumberOrString::Number(n) => format!("n{n}"),
+        NumberOrString::String(s) => format!("s{s}"),
+    }
+}
+
+impl Link {
+    fn conn(&self) -> Result<Arc<Conn>, ToolError> {
+        if let Some(conn) = self.current.read().unwrap_or_else(|p| p.into_inner()).clone()
+            && !conn.closed.is_cancelled()
+        {
+            return Ok(conn);
+        }
+        let why = self.down.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        Err(ToolError::failed(format!(
+            "The MCP server `{}` is not connected ({why}); toolgate is restarting it. Try again later.",
+            self.server
+        )))
+    }
+
+    fn progress(&self, p: ProgressNotificationParam) {
+        let routes = self.progress.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(route) = routes.get(&token_key(&p.progress_token.0)) {
+            route.sink.report(Progress {
+                progress: p.progress,
+                total: p.total,
+                message: p.message,
+            });
+            if let Some(reset) = &route.reset {
+                reset.notify_one();
+            }
+        }
+    }
+
+    /// Calls a tool at the server. Cancelling `ctx.cancel` sends `notifications/cancelled`.
+    pub(crate) async fn call(&self, remote: &str, args: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
+        let conn = self.conn()?;
+        let arguments = match args {
+            Value::Object(map) => map,
+            Value::Null => serde_json::Map::new(),
+            other => {
+                return Err(ToolError::InvalidArguments(format!(
+                    "MCP tools take an object of arguments, not {other}"
+                )));
+            }
+        };
+        let mut params = CallToolRequestParams::new(remote.to_owned()).with_arguments(arguments);
+        if let Some(meta) = crate::trace::request_meta() {
+            params.meta = Some(meta);
+        }
+        let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
+        let handle = conn
+            .peer
+            .send_cancellable_request(request, PeerRequestOptions::no_options())
+            .await
+            .map_err(|e| self.lost(&e.to_string()))?;
+        let id = handle.id.clone();
+        let key = token_key(&handle.progress_token.0);
+        let reset = self.resets_on_progress.then(|| Arc::new(Notify::new()));
+        self.progress.lock().unwrap_or_else(|e| e.into_inner()).insert(
+            key.clone(),
+            ProgressRoute {
+                sink: ctx.progress.clone(),
+                reset: reset.clone(),
+            },
+        );
+        let _route = RouteGuard { link: self, key };
+        let rx = handle.rx;
+        let cancel = |reason: &'static str| {
+            let peer = conn.peer.clone();
+            let id = id.clone();
+            async move {
+                let notification =
+                    CancelledNotification::new(CancelledNotificationParam::new(Some(id), Some(reason.to_owned())));
+                if let Err(e) = peer
+                    .send_notification(ClientNotification::CancelledNotification(notification))
+                    .await
+                {
+                    tracing::debug!(error = %e, "could not send notifications/cancelled");
+                }
+            }
+        };
+        let timer = async {
+            match (&reset, self.timeout) {
+                (Some(reset), Some(limit)) => loop {
+                    tokio::select! {
+                        _ = reset.notified() => continue,
+                        _ = tokio::time::sleep(limit) => return limit,
+                    }
+                },
+                _ => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            biased;
+            _ = ctx.cancel.cancelled() => {
+                cancel("canceled by toolgate").await;
+                Err(ToolError::Canceled)
+            }
+            _ = conn.closed.cancelled() => Err(self.lost("it exited during the call")),
+            limit = timer => {
+                cancel("timed out").await;
+                Err(ToolError::TimedOut(limit))
+            }
+            answer = rx => match answer {
+                Ok(Ok(ServerResult::CallToolResult(result))) => crate::tool::output(&self.server, remote, result),
+                Ok(Ok(_)) => Err(ToolError::failed(format!(
+                    "The MCP server `{}` answered tools/call with something that is not a tool result.",
+                    self.server
+                ))),
+                Ok(Err(rmcp::ServiceError::McpError(e))) => Err(ToolError::failed(format!(
+                    "The MCP server `{}` refused the call: {} (JSON-RPC error {}).",
+                    self.server, e.message, e.code.0
+                ))),
+                Ok(Err(e)) => Err(self.lost(&e.to_string())),
+                Err(_) => Err(self.lost("it closed the connection during the call")),
+            }
+        }
+    }
+
+    fn lost(&self, why: &str) -> ToolError {
+        ToolError::failed(format!(
+            "The MCP server `{}` failed during the call: {why}. toolgate restarts it; the call did not complete.",
+            self.server
+        ))
+    }
+}
+
+struct RouteGuard<'a> {
+    link: &'a Link,
+    key: String,
+}
+
+impl Drop for RouteGuard<'_> {
+    fn drop(&mut self) {
+        self.link
+            .progress
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&self.key);
+    }
+}
+
+/// Our side of the client session: hears `list_changed` and progress.
+#[derive(Clone)]
+struct Handler {
+    link: Arc<Link>,
+}
+
+impl ClientHandler for Handler {
+    async fn on_tool_list_changed(&self, _: NotificationContext<RoleClient>) {
+        self.link.list_changed.notify_one();
+    }
+
+    async fn on_progress(&self, params: ProgressNotificationParam, _: NotificationContext<RoleClient>) {
+        self.link.progress(params);
+    }
+
+    fn get_info(&self) -> rmcp::model::ClientConfig {
+        let mut info = rmcp::model::ClientConfig::default();
+        info.client_info = rmcp::model::Implementation::new("toolgate", env!("CARGO_PKG_VERSION"));
+        info
+    }
+}
+
+/// An upstream server and its supervisor.
+pub struct Upstream {
+    name: String,
+    config: ServerConfig,
+    endpoint: Endpoint,
+    workspace: PathBuf,
+    link: Arc<Link>,
+    generation: AtomicU64,
+}
+
+impl std::fmt::Debug for Upstream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Upstream")
+            .field("name", &self.name)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Restart delays: 0.5 s doubling to 30 s, with jitter.
+fn backoff(failures: u32) -> Duration {
+    let base = 500u64.saturating_mul(1 << failures.min(6)).min(30_000);
+    Duration::from_millis(base / 2 + fastrand::u64(0..=base / 2))
+}
+
+impl Upstream {
+    /// A server from its configuration entry (checked here).
+    pub fn new(name: &str, config: ServerConfig, workspace: PathBuf, engine_timeout: Duration) -> Result<Self, String> {
+        let endpoint = config.validate(name)?;
+        let timeout = config.tool_timeout();
+        let per_call = timeout.unwrap_or(engine_timeout);
+        let max_total = config
+            .max_total_timeout_secs
+            .map(Duration::from_secs_f64)
+            .unwrap_or(per_call.saturating_mul(10));
+        let link = Arc::new(Link {
+            server: name.to_owned(),
+            current: RwLock::new(None),
+            down: Mutex::new("not started yet".into()),
+            progress: Mutex::new(HashMap::new()),
+            list_changed: Notify::new(),
+            resets_on_progress: config.timeout_resets_on_progress,
+            timeout: config.timeout_resets_on_progress.then_some(per_call),
+            max_total,
+        });
+        Ok(Self {
+            name: name.to_owned(),
+            config,
+            endpoint,
+            workspace,
+            link,
+            generation: AtomicU64::new(0),
+        })
+    }
+
+    /// The server's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Runs the server until `shutdown`: connects, reports its tools, re-lists them on
+    /// `list_changed`, restarts it with backoff when it exits. The first report (tools or
+    /// failure) comes after the first attempt.
+    pub async fn supervise(self: Arc<Self>, reports: mpsc::UnboundedSender<Report>, shutdown: CancellationToken) {
+        let mut failures = 0u32;
+        loop {
+            if shutdown.is_cancelled() {
+                return;
+            }
+            let attempt = tokio::select! {
+                _ = shutdown.cancelled() => return,
+                r = tokio::time::timeout(self.config.startup_timeout(), self.connect()) => match r {
+                    Ok(r) => r,
+                    Err(_) => Err(format!(
+                        "it did not finish the MCP handshake within {} s",
+                        self.config.startup_timeout().as_secs_f64()
+                    )),
+                },
+            };
+            let (stop, conn) = match attempt {
+                Ok(pair) => pair,
+                Err(reason) => {
+                    let reason = format!("the MCP server `{}` could not be started: {reason}", self.name);
+                    tracing::warn!(server = %self.name, "{reason}");
+                    *self.link.down.lock().unwrap_or_else(|p| p.into_inner()) = reason.clone();
+                    let _ = reports.send(Report::Failed {
+                        server: self.name.clone(),
+                        reason,
+                    });
+                    failures += 1;
+                    tokio::select! {
+                        _ = shutdown.cancelled() => return,
+                        _ = tokio::time::sleep(backoff(failures)) => continue,
+                    }
+                }
+            };
+            *self.link.current.write().unwrap_or_else(|p| p.into_inner()) = Some(conn.clone());
+            tracing::info!(server = %self.name, generation = conn.generation, "MCP server connected");
+            // Listing is part of being up: a server that cannot list its tools is restarted.
+            let mut listed = self.list(&conn).await;
+            loop {
+                match listed {
+                    Ok(tools) => {
+                        failures = 0;
+                        let _ = reports.send(Report::Tools {
+                            server: self.name.clone(),
+                            tools,
+                        });
+                    }
+                    Err(reason) => {
+                        tracing::warn!(server = %self.name, "{reason}");
+                        conn.closed.cancel();
+                        break;
+                    }
+                }
+                tokio::select! {
+                    _ = shutdown.cancelled() => {
+                        // Close the transport and wait for the service to end (a child gets
+                        // EOF, then SIGTERM, then SIGKILL to its process group).
+                        let ended = conn.closed.clone();
+                        stop.cancel();
+                        let _ = tokio::time::timeout(Duration::from_secs(8), ended.cancelled()).await;
+                        self.take_down("toolgate is shutting down");
+                        return;
+                    }
+                    _ = conn.closed.cancelled() => break,
+                    _ = self.link.list_changed.notified() => {
+                        tracing::info!(server = %self.name, "tools/list_changed: listing the tools again");
+                        listed = self.list(&conn).await;
+                    }
+                }
+            }
+            let why = format!("it exited or hung up (connection {})", conn.generation);
+            self.take_down(&why);
+            tracing::warn!(server = %self.name, "the MCP server {why}; restarting it");
+            stop.cancel();
+            failures += 1;
+            tokio::select! {
+                _ = shutdown.cancelled() => return,
+                _ = tokio::time::sleep(backoff(failures)) => {}
+            }
+        }
+    }
+
+    fn take_down(&self, why: &str) {
+        *self.link.down.lock().unwrap_or_else(|p| p.into_inner()) = why.to_owned();
+        if let Some(conn) = self.link.current.write().unwrap_or_else(|p| p.into_inner()).take() {
+            conn.closed.cancel();
+        }
+    }
+
+    async fn list(&self, conn: &Conn) -> Result<Vec<Arc<McpTool>>, String> {
+        let tools = conn
+            .peer
+            .list_all_tools()
+            .await
+            .map_err(|e| format!("the MCP server `{}` could not list its tools: {e}", self.name))?;
+        let mut out = Vec::with_capacity(tools.len());
+        for tool in tools {
+            if !self.config.exposes(&tool.name) {
+                continue;
+            }
+            let def = ToolDef::from_mcp(&tool);
+            out.push(Arc::new(McpTool::new(
+                &self.name,
+                def,
+                self.config.trust_annotations,
+                self.link.clone(),
+            )));
+        }
+        Ok(out)
+    }
+
+    async fn connect(&self) -> Result<(RunningServiceCancellationToken, Arc<Conn>), String> {
+        let handler = Handler {
+            link: self.link.clone(),
+        };
+        let running = match &self.endpoint {
+            Endpoint::Stdio { command, args } => {
+                let mut cmd = tokio::process::Command::new(command);
+                cmd.args(args)
+                    .envs(&self.config.env)
+                    .current_dir(self.config.cwd.as_ref().unwrap_or(&self.workspace));
+                let mut wrap = process_wrap::tokio::CommandWrap::from(cmd);
+                wrap.wrap(process_wrap::tokio::ProcessGroup::leader())
+                    .wrap(process_wrap::tokio::KillOnDrop);
+                let (transport, stderr) = rmcp::transport::TokioChildProcess::builder(wrap)
+                    .stderr(std::process::Stdio::piped())
+                    .spawn()
+                    .map_err(|e| format!("cannot run {command:?}: {e}"))?;
+                if let Some(stderr) = stderr {
+                    tokio::spawn(drain_stderr(self.name.clone(), stderr));
+                }
+                handler.serve(transport).await.map_err(|e| e.to_string())?
+            }
+            Endpoint::Http { url } => {
+                let mut headers = HashMap::new();
+                for (k, v) in &self.config.headers {
+                    // Checked by `validate`.
+                    if let (Ok(k), Ok(v)) = (
+                        http::HeaderName::from_bytes(k.as_bytes()),
+                        http::HeaderValue::from_str(v),
+                    ) {
+                        headers.insert(k, v);
+                    }
+                }
+                let config = rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig::with_uri(
+                    url.as_str(),
+                )
+                .custom_headers(headers);
+                let client = reqwest::Client::builder()
+                    .no_proxy()
+                    .pool_idle_timeout(Duration::from_secs(90))
+                    .build()
+                    .map_err(|e| format!("cannot build an HTTP client: {e}"))?;
+                let transport = rmcp::transport::StreamableHttpClientTransport::with_client(client, config);
+                handler.serve(transport).await.map_err(|e| e.to_string())?
+            }
+        };
+        let closed = CancellationToken::new();
+        let peer = running.peer().clone();
+        let generation = self.generation.fetch_add(1, Ordering::Relaxed) + 1;
+        let stop = running.cancellation_token();
+        // The service ends when the transport closes (the server exited or hung up) or when
+        // `stop` fires; either way the connection is over.
+        let ended = closed.clone();
+        tokio::spawn(async move {
+            let _ = running.waiting().await;
+            ended.cancel();
+        });
+        Ok((
+            stop,
+            Arc::new(Conn {
+                peer,
+                closed,
+                generation,
+            }),
+        ))
+    }
+}
+
+async fn drain_stderr(server: String, stderr: tokio::process::ChildStderr) {
+    use tokio::io::AsyncBufReadExt;
+    let mut lines = tokio::io::BufReader::new(stderr).lines();
+    loop {
+        match lines.next_line().await {
+            Ok(Some(line)) => {
+                let line: String = line.chars().take(2000).collect();
+                tracing::info!(target: "toolgate::mcp::stderr", server = %server, "{line}");
+            }
+            Ok(None) => return,
+            Err(e) => {
+                tracing::debug!(server = %server, error = %e, "stopped reading the server's stderr");
+                return;
+            }
+        }
+    }
+}
