@@ -66,7 +66,8 @@ pub struct Hub {
     state: Mutex<State>,
     shutdown: CancellationToken,
     supervisors: Mutex<Vec<tokio::task::JoinHandle<()>>>,
-    /// Bumped on every registry change (tests and clients wait on it).
+    /// Bumped after every report of a server (up, down, tools changed or not): tests and
+    /// clients wait on it.
     version: watch::Sender<u64>,
 }
 
@@ -152,7 +153,7 @@ impl Hub {
             .push(Box::new(f));
     }
 
-    /// A receiver that sees the registry's version (bumped on each change).
+    /// A receiver that sees the hub's version (bumped after each server report is applied).
     pub fn versions(&self) -> watch::Receiver<u64> {
         self.version.subscribe()
     }
@@ -170,6 +171,11 @@ impl Hub {
     }
 
     async fn apply(&self, report: Report) {
+        self.apply_report(report).await;
+        self.version.send_modify(|v| *v += 1);
+    }
+
+    async fn apply_report(&self, report: Report) {
         match report {
             Report::Failed { server, reason } => {
                 self.state
@@ -195,7 +201,8 @@ impl Hub {
                     return;
                 }
                 // Grants first, then the swap: no call sees the new definition with an old grant.
-                for name in &change.changed {
+                // A tool that went away loses its grants too: if it comes back, it is new.
+                for name in change.changed.iter().chain(&change.removed) {
                     for session in &sessions {
                         session.revoke_tool(name);
                     }
@@ -240,8 +247,6 @@ impl Hub {
         for f in &state.listeners {
             f();
         }
-        drop(state);
-        self.version.send_modify(|v| *v += 1);
     }
 }
 

@@ -89,7 +89,7 @@ impl McpTool {
         spec.timeout = if link.resets_on_progress {
             Some(link.max_total)
         } else {
-            link.timeout
+            link.tool_timeout
         };
         if link.resets_on_progress {
             spec.deadline = Some(link.max_total);

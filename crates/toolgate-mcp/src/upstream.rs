@@ -55,6 +55,9 @@ pub struct Link {
     progress: Mutex<HashMap<String, ProgressRoute>>,
     list_changed: Notify,
     pub(crate) resets_on_progress: bool,
+    /// The per-call timeout the entry sets (the engine's when absent).
+    pub(crate) tool_timeout: Option<Duration>,
+    /// With `resets_on_progress`: the resettable timer's length.
     pub(crate) timeout: Option<Duration>,
     pub(crate) max_total: Duration,
 }
@@ -144,19 +147,12 @@ impl Link {
         );
         let _route = RouteGuard { link: self, key };
         let rx = handle.rx;
-        let cancel = |reason: &'static str| {
-            let peer = conn.peer.clone();
-            let id = id.clone();
-            async move {
-                let notification =
-                    CancelledNotification::new(CancelledNotificationParam::new(Some(id), Some(reason.to_owned())));
-                if let Err(e) = peer
-                    .send_notification(ClientNotification::CancelledNotification(notification))
-                    .await
-                {
-                    tracing::debug!(error = %e, "could not send notifications/cancelled");
-                }
-            }
+        // Whatever ends the wait without an answer — our token, a timeout, the engine dropping
+        // this future at its own timeout — the server is told the request is cancelled.
+        let mut cancel = CancelOnDrop {
+            peer: Some(conn.peer.clone()),
+            id: Some(id),
+            reason: "canceled by toolgate",
         };
         let timer = async {
             match (&reset, self.timeout) {
@@ -169,31 +165,35 @@ impl Link {
                 _ => std::future::pending().await,
             }
         };
-        tokio::select! {
+        let result = tokio::select! {
             biased;
-            _ = ctx.cancel.cancelled() => {
-                cancel("canceled by toolgate").await;
-                Err(ToolError::Canceled)
+            _ = ctx.cancel.cancelled() => Err(ToolError::Canceled),
+            _ = conn.closed.cancelled() => {
+                cancel.disarm();
+                Err(self.lost("it exited during the call"))
             }
-            _ = conn.closed.cancelled() => Err(self.lost("it exited during the call")),
             limit = timer => {
-                cancel("timed out").await;
+                cancel.reason = "timed out";
                 Err(ToolError::TimedOut(limit))
             }
-            answer = rx => match answer {
-                Ok(Ok(ServerResult::CallToolResult(result))) => crate::tool::output(&self.server, remote, result),
-                Ok(Ok(_)) => Err(ToolError::failed(format!(
-                    "The MCP server `{}` answered tools/call with something that is not a tool result.",
-                    self.server
-                ))),
-                Ok(Err(rmcp::ServiceError::McpError(e))) => Err(ToolError::failed(format!(
-                    "The MCP server `{}` refused the call: {} (JSON-RPC error {}).",
-                    self.server, e.message, e.code.0
-                ))),
-                Ok(Err(e)) => Err(self.lost(&e.to_string())),
-                Err(_) => Err(self.lost("it closed the connection during the call")),
+            answer = rx => {
+                cancel.disarm();
+                match answer {
+                    Ok(Ok(ServerResult::CallToolResult(result))) => crate::tool::output(&self.server, remote, result),
+                    Ok(Ok(_)) => Err(ToolError::failed(format!(
+                        "The MCP server `{}` answered tools/call with something that is not a tool result.",
+                        self.server
+                    ))),
+                    Ok(Err(rmcp::ServiceError::McpError(e))) => Err(ToolError::failed(format!(
+                        "The MCP server `{}` refused the call: {} (JSON-RPC error {}).",
+                        self.server, e.message, e.code.0
+                    ))),
+                    Ok(Err(e)) => Err(self.lost(&e.to_string())),
+                    Err(_) => Err(self.lost("it closed the connection during the call")),
+                }
             }
-        }
+        };
+        result
     }
 
     fn lost(&self, why: &str) -> ToolError {
@@ -201,6 +201,36 @@ impl Link {
             "The MCP server `{}` failed during the call: {why}. toolgate restarts it; the call did not complete.",
             self.server
         ))
+    }
+}
+
+/// Sends `notifications/cancelled` for a request that did not get its answer.
+struct CancelOnDrop {
+    peer: Option<Peer<RoleClient>>,
+    id: Option<rmcp::model::RequestId>,
+    reason: &'static str,
+}
+
+impl CancelOnDrop {
+    fn disarm(&mut self) {
+        self.peer = None;
+    }
+}
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        let (Some(peer), Some(id)) = (self.peer.take(), self.id.take()) else {
+            return;
+        };
+        let reason = self.reason.to_owned();
+        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+            rt.spawn(async move {
+                let notification = CancelledNotification::new(CancelledNotificationParam::new(Some(id), Some(reason)));
+                if let Err(e) = peer.send_notification(ClientNotification::CancelledNotification(notification)).await {
+                    tracing::debug!(error = %e, "could not send notifications/cancelled");
+                }
+            });
+        }
     }
 }
 
@@ -282,6 +312,7 @@ impl Upstream {
             progress: Mutex::new(HashMap::new()),
             list_changed: Notify::new(),
             resets_on_progress: config.timeout_resets_on_progress,
+            tool_timeout: timeout,
             timeout: config.timeout_resets_on_progress.then_some(per_call),
             max_total,
         });
