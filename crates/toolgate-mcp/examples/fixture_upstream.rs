@@ -9,9 +9,8 @@
 //! - `silent`: reads stdin and never answers `initialize`.
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, CancelledNotificationParam, ContentBlock,
-    Implementation, InitializeResult, ListToolsResult, PaginatedRequestParams, ProgressNotificationParam,
-    ServerCapabilities,
+    CallToolRequestParams, CallToolResponse, CallToolResult, CancelledNotificationParam, ContentBlock, Implementation,
+    InitializeResult, ListToolsResult, PaginatedRequestParams, ProgressNotificationParam, ServerCapabilities,
 };
 use rmcp::service::{NotificationContext, RequestContext, RoleServer};
 use rmcp::{ErrorData as McpError, ServerHandler, ServiceExt};
@@ -50,13 +49,23 @@ impl Fixture {
             tool(json!({"name": "noop", "description": "Does nothing.",
                 "inputSchema": {"type": "object"},
                 "annotations": {"readOnlyHint": true, "openWorldHint": false}})),
-            tool(json!({"name": "slow", "description": "Reports progress for `ms` milliseconds.",
-                "inputSchema": {"type": "object", "properties": {"ms": {"type": "integer"}}}})),
+            tool(
+                json!({"name": "slow", "description": "Reports progress for `ms` milliseconds.",
+                "inputSchema": {"type": "object", "properties": {"ms": {"type": "integer"}}}}),
+            ),
             tool(json!({"name": "hang", "description": "Never answers.", "inputSchema": {"type": "object"}})),
-            tool(json!({"name": "crash", "description": "Exits the server mid-call.", "inputSchema": {"type": "object"}})),
-            tool(json!({"name": "change", "description": "Changes echo's definition.", "inputSchema": {"type": "object"}})),
-            tool(json!({"name": "secret", "description": "Hidden by disabled_tools in tests.", "inputSchema": {"type": "object"}})),
-            tool(json!({"name": "cancellations", "description": "How many notifications/cancelled arrived.", "inputSchema": {"type": "object"}})),
+            tool(
+                json!({"name": "crash", "description": "Exits the server mid-call.", "inputSchema": {"type": "object"}}),
+            ),
+            tool(
+                json!({"name": "change", "description": "Changes echo's definition.", "inputSchema": {"type": "object"}}),
+            ),
+            tool(
+                json!({"name": "secret", "description": "Hidden by disabled_tools in tests.", "inputSchema": {"type": "object"}}),
+            ),
+            tool(
+                json!({"name": "cancellations", "description": "How many notifications/cancelled arrived.", "inputSchema": {"type": "object"}}),
+            ),
         ]
     }
 }
@@ -67,8 +76,13 @@ fn text(t: impl Into<String>) -> CallToolResult {
 
 impl ServerHandler for Fixture {
     fn get_info(&self) -> InitializeResult {
-        InitializeResult::new(ServerCapabilities::builder().enable_tools().enable_tool_list_changed().build())
-            .with_server_info(Implementation::new("fixture-upstream", "1.0.0"))
+        InitializeResult::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_tool_list_changed()
+                .build(),
+        )
+        .with_server_info(Implementation::new("fixture-upstream", "1.0.0"))
     }
 
     async fn list_tools(
@@ -147,7 +161,11 @@ impl ServerHandler for Fixture {
 async fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let mode = args.first().map(String::as_str).unwrap_or("normal");
-    let http = args.iter().position(|a| a == "--http").and_then(|i| args.get(i + 1)).cloned();
+    let http = args
+        .iter()
+        .position(|a| a == "--http")
+        .and_then(|i| args.get(i + 1))
+        .cloned();
     match mode {
         "garbage" => {
             use std::io::Write;
@@ -166,7 +184,10 @@ async fn main() {
         _ => match http {
             Some(addr) => serve_http(&addr).await,
             None => {
-                let running = match Fixture::default().serve((tokio::io::stdin(), tokio::io::stdout())).await {
+                let running = match Fixture::default()
+                    .serve((tokio::io::stdin(), tokio::io::stdout()))
+                    .await
+                {
                     Ok(r) => r,
                     Err(e) => {
                         eprintln!("fixture: handshake failed: {e}");

@@ -226,7 +226,10 @@ impl Drop for CancelOnDrop {
         if let Ok(rt) = tokio::runtime::Handle::try_current() {
             rt.spawn(async move {
                 let notification = CancelledNotification::new(CancelledNotificationParam::new(Some(id), Some(reason)));
-                if let Err(e) = peer.send_notification(ClientNotification::CancelledNotification(notification)).await {
+                if let Err(e) = peer
+                    .send_notification(ClientNotification::CancelledNotification(notification))
+                    .await
+                {
                     tracing::debug!(error = %e, "could not send notifications/cancelled");
                 }
             });

@@ -59,7 +59,11 @@ async fn calls_return_text_structured_results_and_errors() {
     assert_eq!(content, json!("héllo"));
     let (ok, content) = call(&engine, &session, "fx__add", json!({"a": 2, "b": 40})).await;
     assert!(ok, "{content}");
-    assert_eq!(content, json!({"sum": 42}), "structuredContent, validated against outputSchema");
+    assert_eq!(
+        content,
+        json!({"sum": 42}),
+        "structuredContent, validated against outputSchema"
+    );
     // Arguments are validated against the server's schema before anything is sent.
     let (ok, content) = call(&engine, &session, "fx__add", json!({"a": "x"})).await;
     assert!(!ok);
@@ -100,7 +104,9 @@ async fn progress_reaches_the_event_stream_and_a_timeout_cancels_upstream() {
             tokio::task::yield_now().await;
         }
     };
-    let heard = tokio::time::timeout(Duration::from_secs(5), heard).await.expect("the server heard it");
+    let heard = tokio::time::timeout(Duration::from_secs(5), heard)
+        .await
+        .expect("the server heard it");
     assert_eq!(heard, json!("1"), "the server heard one notifications/cancelled");
     hub.shutdown(Duration::from_secs(5)).await;
 }
@@ -203,11 +209,16 @@ async fn a_server_that_crashes_mid_call_fails_the_call_clearly_and_is_restarted(
             if ok {
                 return content;
             }
-            assert!(content["error"]["message"].as_str().unwrap().contains("fx"), "{content}");
+            assert!(
+                content["error"]["message"].as_str().unwrap().contains("fx"),
+                "{content}"
+            );
             versions.changed().await.unwrap();
         }
     };
-    let content = tokio::time::timeout(Duration::from_secs(20), restarted).await.expect("restarted within 20 s");
+    let content = tokio::time::timeout(Duration::from_secs(20), restarted)
+        .await
+        .expect("restarted within 20 s");
     assert_eq!(content, json!("back"));
     hub.shutdown(Duration::from_secs(5)).await;
 }
@@ -247,7 +258,13 @@ async fn list_changed_that_alters_an_approved_tool_drops_its_grant() {
         .expect("the registry was refreshed")
         .unwrap();
     assert!(
-        engine.registry().get("fx__echo").unwrap().tool().description().contains("elsewhere"),
+        engine
+            .registry()
+            .get("fx__echo")
+            .unwrap()
+            .tool()
+            .description()
+            .contains("elsewhere"),
         "the new definition is in force"
     );
     let changed = events.all().into_iter().find_map(|e| match e {

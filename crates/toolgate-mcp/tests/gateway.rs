@@ -1,0 +1,465 @@
+//! The gateway over real HTTP on loopback: MCP clients (rmcp's) list and call tools through the
+//! pipeline; refusals are `isError` results with the error JSON; the approval queue; the REST
+//! face; and the attacks: no token, the client token on the approval endpoints, crafted calls
+//! to tools not exposed, oversized bodies, foreign Host and Origin headers.
+
+mod common;
+
+use common::*;
+use rmcp::ServiceExt;
+use rmcp::model::CallToolRequestParams;
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use serde_json::{Value, json};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+use toolgate_core::permit::Policy;
+use toolgate_core::rules::{Layer, LayerSource, Rule};
+use toolgate_core::store::{MemoryStore, Store};
+use toolgate_core::{EngineConfig, SessionOptions};
+use toolgate_mcp::http::HttpOptions;
+use toolgate_mcp::metrics::Metrics;
+use toolgate_mcp::{Gateway, Hub, Queue, Via};
+
+const APPROVER: &str = "approver-secret";
+const CLIENT: &str = "client-secret";
+
+struct Running {
+    addr: SocketAddr,
+    hub: Arc<Hub>,
+    shutdown: tokio_util::sync::CancellationToken,
+    metrics: Arc<Metrics>,
+}
+
+/// A gateway over the fixture upstream: `fx__echo`, `fx__add` allowed, `fx__crash` denied,
+/// `fx__slow` asked; bound to `listen` with an optional client token.
+async fn start(listen: &str, client_token: Option<&str>, timeout_ms: u64) -> Running {
+    let metrics = Arc::new(Metrics::default());
+    let config = EngineConfig {
+        timeout_ms,
+        deadline_ms: timeout_ms,
+        approval_timeout_ms: 10_000,
+        ..EngineConfig::default()
+    };
+    let engine =
+        Arc::new(toolgate_core::Engine::new(toolgate_core::Registry::new(), config).with_events(metrics.clone()));
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let mut fx = stdio("normal");
+    fx.disabled_tools = vec!["secret".into()];
+    let hub = hub(&engine, vec![("fx", fx)], store.clone()).await;
+    let rule = |t: &str| Rule::parse(t).unwrap();
+    let layer = Layer {
+        source: LayerSource::User,
+        allow: vec![rule("fx__echo"), rule("fx__add"), rule("fx__hang"), rule("fx__noop")],
+        ask: vec![rule("fx__slow")],
+        deny: vec![rule("fx__crash")],
+    };
+    let policy = Policy {
+        yolo: false,
+        layers: Arc::new(vec![layer]),
+    };
+    let factory_store = store.clone();
+    let factory: toolgate_mcp::SessionFactory = Arc::new(move || SessionOptions {
+        policy: policy.clone(),
+        store: Some(factory_store.clone()),
+        workspace: std::env::temp_dir(),
+        ..SessionOptions::default()
+    });
+    let queue = Queue::new(store.clone());
+    let gateway = Gateway::new(engine, Some(hub.clone()), factory, Via::Queue, Some(queue.clone()));
+    let listener = tokio::net::TcpListener::bind(listen).await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let options = HttpOptions {
+        listen: addr,
+        client_token: client_token.map(str::to_owned),
+        approver_token: APPROVER.into(),
+        allowed_hosts: vec![],
+        allowed_origins: vec!["http://localhost:6274".into()],
+        max_body: 64 * 1024,
+    };
+    options.check().unwrap();
+    let shutdown = tokio_util::sync::CancellationToken::new();
+    let app = toolgate_mcp::http::router(gateway, store, queue, metrics.clone(), options, shutdown.clone());
+    let stop = shutdown.clone();
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app)
+            .with_graceful_shutdown(async move { stop.cancelled().await })
+            .await;
+    });
+    Running {
+        addr,
+        hub,
+        shutdown,
+        metrics,
+    }
+}
+
+impl Running {
+    fn url(&self, path: &str) -> String {
+        format!("http://127.0.0.1:{}{path}", self.addr.port())
+    }
+
+    async fn stop(self) {
+        self.shutdown.cancel();
+        self.hub.shutdown(Duration::from_secs(5)).await;
+    }
+}
+
+async fn client(url: String, token: Option<&str>) -> rmcp::service::RunningService<rmcp::RoleClient, ()> {
+    let mut config = StreamableHttpClientTransportConfig::with_uri(url);
+    if let Some(t) = token {
+        config = config.auth_header(t.to_owned());
+    }
+    let transport = StreamableHttpClientTransport::with_client(reqwest::Client::new(), config);
+    ().serve(transport).await.expect("MCP handshake")
+}
+
+fn params(name: &str, args: Value) -> CallToolRequestParams {
+    let Value::Object(args) = args else { panic!() };
+    CallToolRequestParams::new(name.to_owned()).with_arguments(args)
+}
+
+fn text(result: &rmcp::model::CallToolResult) -> String {
+    result
+        .content
+        .iter()
+        .filter_map(|c| c.as_text().map(|t| t.text.clone()))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mcp_clients_list_and_call_through_the_pipeline() {
+    let gw = start("127.0.0.1:0", None, 500).await;
+    let mcp = client(gw.url("/mcp"), None).await;
+    let tools = mcp.peer().list_all_tools().await.unwrap();
+    let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
+    assert!(names.contains(&"fx__echo") && names.contains(&"fx__add"), "{names:?}");
+    assert!(
+        !names.contains(&"fx__secret"),
+        "disabled upstream tools are not exposed"
+    );
+    let add = tools.iter().find(|t| t.name == "fx__add").unwrap();
+    assert!(add.output_schema.is_some(), "outputSchema is passed on");
+
+    // Allowed, with structured content (whole and valid).
+    let r = mcp
+        .peer()
+        .call_tool(params("fx__add", json!({"a": 20, "b": 22})))
+        .await
+        .unwrap();
+    assert_ne!(r.is_error, Some(true));
+    assert_eq!(r.structured_content, Some(json!({"sum": 42})));
+    let r = mcp
+        .peer()
+        .call_tool(params("fx__echo", json!({"text": "hi"})))
+        .await
+        .unwrap();
+    assert_eq!(text(&r), "hi");
+    assert_eq!(r.structured_content, None, "no outputSchema, no structuredContent");
+
+    // Denied by a rule: an isError result carrying the error contract, not a JSON-RPC error.
+    let r = mcp.peer().call_tool(params("fx__crash", json!({}))).await.unwrap();
+    assert_eq!(r.is_error, Some(true));
+    let error: Value = serde_json::from_str(&text(&r)).unwrap();
+    assert_eq!(error["error"]["type"], "permission_denied", "{error}");
+    assert_eq!(r.structured_content, None);
+
+    // Invalid arguments: isError with the validation errors.
+    let r = mcp
+        .peer()
+        .call_tool(params("fx__add", json!({"a": "two"})))
+        .await
+        .unwrap();
+    let error: Value = serde_json::from_str(&text(&r)).unwrap();
+    assert_eq!(error["error"]["type"], "invalid_arguments", "{error}");
+
+    // Timed out upstream: isError `timeout`.
+    let r = mcp.peer().call_tool(params("fx__hang", json!({}))).await.unwrap();
+    let error: Value = serde_json::from_str(&text(&r)).unwrap();
+    assert_eq!(error["error"]["type"], "timeout", "{error}");
+
+    // A tool that does not exist (or is not exposed) is a protocol error.
+    for name in ["nope", "fx__secret"] {
+        let e = mcp.peer().call_tool(params(name, json!({}))).await.unwrap_err();
+        assert!(e.to_string().contains("Unknown tool"), "{name}: {e}");
+    }
+    let _ = mcp.cancel().await;
+    gw.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn asks_wait_in_the_queue_for_the_approver() {
+    let gw = start("127.0.0.1:0", None, 5_000).await;
+    let mcp = client(gw.url("/mcp"), None).await;
+    let peer = mcp.peer().clone();
+    let call = tokio::spawn(async move { peer.call_tool(params("fx__slow", json!({"ms": 50}))).await });
+    let http = reqwest::Client::new();
+    // The ask appears in the queue (wait for it, bounded).
+    let pending = async {
+        loop {
+            let r = http
+                .get(gw.url("/v1/approvals"))
+                .bearer_auth(APPROVER)
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(r.status(), 200);
+            let body: Value = r.json().await.unwrap();
+            if let Some(first) = body["approvals"].as_array().and_then(|a| a.first()) {
+                return first.clone();
+            }
+            tokio::task::yield_now().await;
+        }
+    };
+    let ask = tokio::time::timeout(Duration::from_secs(10), pending)
+        .await
+        .expect("the ask is queued");
+    assert_eq!(ask["request"]["tool"], "fx__slow");
+    let id = ask["id"].as_str().unwrap();
+    // The client token cannot answer (there is none here), a wrong decision is a 400, an
+    // unknown id a 404, then the approver answers.
+    let r = http
+        .post(gw.url(&format!("/v1/approvals/{id}")))
+        .json(&json!({"decision": "approve_once"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 401);
+    let r = http
+        .post(gw.url(&format!("/v1/approvals/{id}")))
+        .bearer_auth(APPROVER)
+        .json(&json!({"decision": "maybe"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 400);
+    let r = http
+        .post(gw.url("/v1/approvals/no-such-id"))
+        .bearer_auth(APPROVER)
+        .json(&json!({"decision": "approve_once"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 404);
+    let r = http
+        .post(gw.url(&format!("/v1/approvals/{id}")))
+        .bearer_auth(APPROVER)
+        .json(&json!({"decision": "approve_once"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let result = call.await.unwrap().unwrap();
+    assert_ne!(result.is_error, Some(true), "{}", text(&result));
+    assert_eq!(text(&result), "slept 50 ms");
+    // The answered ask left the queue.
+    let body: Value = http
+        .get(gw.url("/v1/approvals"))
+        .bearer_auth(APPROVER)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(body["approvals"], json!([]));
+    let _ = mcp.cancel().await;
+    gw.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_rest_face_executes_lists_audits_and_reports() {
+    let gw = start("127.0.0.1:0", None, 5_000).await;
+    let http = reqwest::Client::new();
+    let tools: Value = http
+        .get(gw.url("/v1/tools?format=anthropic"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert!(
+        tools.as_array().unwrap().iter().any(|t| t["name"] == "fx__echo"),
+        "{tools}"
+    );
+    let r = http.get(gw.url("/v1/tools?format=klingon")).send().await.unwrap();
+    assert_eq!(r.status(), 400);
+    let answer = json!({"role": "assistant", "content": null, "tool_calls": [
+        {"id": "c1", "type": "function", "function": {"name": "fx__echo", "arguments": "{\"text\": \"via rest\"}"}},
+        {"id": "c2", "type": "function", "function": {"name": "fx__crash", "arguments": "{}"}}
+    ]});
+    let r: Value = http
+        .post(gw.url("/v1/execute?session=rest-1"))
+        .json(&answer)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(r["status"], "continue");
+    assert_eq!(
+        r["messages"][1],
+        json!({"role": "tool", "tool_call_id": "c1", "content": "via rest"})
+    );
+    assert!(
+        r["messages"][2]["content"]
+            .as_str()
+            .unwrap()
+            .contains("permission_denied")
+    );
+    // Malformed JSON: 400 with the parser's message.
+    let r = http
+        .post(gw.url("/v1/execute"))
+        .body("{\"role\": ")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 400);
+    let body: Value = r.json().await.unwrap();
+    assert!(body["error"].as_str().unwrap().contains("EOF while parsing"), "{body}");
+    // The journal has both calls of the session.
+    let audit: Value = http
+        .get(gw.url("/v1/audit?session=rest-1"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let rows = audit["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 2, "{audit}");
+    let health: Value = http.get(gw.url("/healthz")).send().await.unwrap().json().await.unwrap();
+    assert_eq!(health["servers"]["fx"]["state"], "ready", "{health}");
+    let metrics = http.get(gw.url("/metrics")).send().await.unwrap().text().await.unwrap();
+    assert!(
+        metrics.contains("toolgate_calls_total{tool=\"fx__echo\",outcome=\"success\"} 1"),
+        "{metrics}"
+    );
+    assert!(metrics.contains("toolgate_calls_total{tool=\"fx__crash\",outcome=\"permission_denied\"} 1"));
+    assert!(metrics.contains("toolgate_call_duration_seconds_count{tool=\"fx__echo\"} 1"));
+    assert!(metrics.contains("toolgate_calls_in_flight 0"));
+    assert!(metrics.contains("toolgate_approvals_pending 0"));
+    assert_eq!(gw.metrics.in_flight(), 0);
+    gw.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn attacks_are_refused() {
+    // Bound to every interface, reached over loopback only.
+    let gw = start("0.0.0.0:0", Some(CLIENT), 5_000).await;
+    let http = reqwest::Client::new();
+    for path in [
+        "/mcp",
+        "/v1/tools",
+        "/v1/audit",
+        "/healthz",
+        "/metrics",
+        "/v1/approvals",
+    ] {
+        let r = http.get(gw.url(path)).send().await.unwrap();
+        assert_eq!(r.status(), 401, "{path} without a token");
+        assert_eq!(r.content_length(), Some(0), "{path}: nothing but the status");
+    }
+    let r = http.get(gw.url("/v1/tools")).bearer_auth("wrong").send().await.unwrap();
+    assert_eq!(r.status(), 401);
+    let r = http.get(gw.url("/v1/tools")).bearer_auth(CLIENT).send().await.unwrap();
+    assert_eq!(r.status(), 200);
+    // The approval endpoints refuse the client token, and the approver token is not a client's.
+    let r = http
+        .get(gw.url("/v1/approvals"))
+        .bearer_auth(CLIENT)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 401);
+    let r = http
+        .post(gw.url("/v1/approvals/x"))
+        .bearer_auth(CLIENT)
+        .json(&json!({"decision": "approve_once"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 401);
+    let r = http
+        .get(gw.url("/v1/tools"))
+        .bearer_auth(APPROVER)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 401);
+    // DNS rebinding: a foreign Host or Origin is refused before anything else.
+    let r = http
+        .get(gw.url("/v1/tools"))
+        .bearer_auth(CLIENT)
+        .header("Host", "attacker.example")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 403);
+    let r = http
+        .get(gw.url("/v1/tools"))
+        .bearer_auth(CLIENT)
+        .header("Origin", "http://attacker.example")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 403);
+    let r = http
+        .get(gw.url("/v1/tools"))
+        .bearer_auth(CLIENT)
+        .header("Origin", "http://localhost:6274")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200, "an allowed origin passes");
+    // Oversized bodies.
+    let big = format!(
+        "{{\"role\": \"assistant\", \"content\": \"{}\"}}",
+        "x".repeat(100 * 1024)
+    );
+    let r = http
+        .post(gw.url("/v1/execute"))
+        .bearer_auth(CLIENT)
+        .body(big.clone())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 413);
+    let r = http
+        .post(gw.url("/mcp"))
+        .bearer_auth(CLIENT)
+        .header("Content-Type", "application/json")
+        .header("Accept", "application/json, text/event-stream")
+        .body(big)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 413);
+    // A crafted tools/call for a tool that is not exposed is refused at the protocol level.
+    let mcp = client(gw.url("/mcp"), Some(CLIENT)).await;
+    let e = mcp.peer().call_tool(params("fx__secret", json!({}))).await.unwrap_err();
+    assert!(e.to_string().contains("Unknown tool"), "{e}");
+    // A crafted REST batch naming it gets unknown_tool, and nothing ran.
+    let r: Value = http
+        .post(gw.url("/v1/execute"))
+        .bearer_auth(CLIENT)
+        .json(
+            &json!({"role": "assistant", "tool_calls": [{"id": "x", "type": "function",
+            "function": {"name": "fx__secret", "arguments": "{}"}}]}),
+        )
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert!(
+        r["messages"][1]["content"].as_str().unwrap().contains("unknown_tool"),
+        "{r}"
+    );
+    let _ = mcp.cancel().await;
+    gw.stop().await;
+}
