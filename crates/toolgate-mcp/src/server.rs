@@ -171,8 +171,11 @@ impl Gateway {
 
     /// The tools exposed, as `tools/list` answers.
     pub fn list(&self) -> Result<ListToolsResult, McpError> {
-        let list = self.engine.tool_list(Format::Mcp, &TurnOptions::default());
-        serde_json::from_value(list).map_err(|e| McpError::internal_error(format!("tool list: {e}"), None))
+        let mut list = self.engine.tool_list(Format::Mcp, &TurnOptions::default());
+        let tools: Vec<rmcp::model::Tool> = serde_json::from_value(list["tools"].take())
+            .map_err(|e| McpError::internal_error(format!("tool list: {e}"), None))?;
+        // The SDK's constructor fills what each protocol revision needs (`resultType`…).
+        Ok(ListToolsResult::with_all_items(tools))
     }
 }
 

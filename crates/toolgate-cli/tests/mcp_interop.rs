@@ -1,0 +1,226 @@
+//! `toolgate serve` between software nobody here wrote: the reference servers "everything"
+//! (stdio and streamable HTTP) and mcp-server-time (Python, stdio) as upstreams, driven by the
+//! official Python SDK's clients, 1.x and 2.x, over streamable HTTP and over stdio: list the
+//! tools, call one allowed, one denied (`isError` with the error contract), one that times out.
+//!
+//! `scripts/peers.sh` installs the peers; without them the test is skipped with a message,
+//! except under `CI=true`, where it fails.
+
+use serde_json::Value;
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+
+fn peer(var: &str) -> Option<PathBuf> {
+    let found = std::env::var_os(var).map(PathBuf::from).filter(|p| p.exists());
+    if found.is_none() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "{var} is not set: run scripts/peers.sh (scripts/test does)"
+        );
+        eprintln!("skipped: {var} is not set (scripts/peers.sh installs the MCP peers)");
+    }
+    found
+}
+
+/// Kills the child (and waits) on drop.
+struct Guard(Child);
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Starts server-everything on streamable HTTP and waits for its "listening" line.
+fn everything_http(bin: &PathBuf) -> (Guard, String) {
+    let port = free_port();
+    let mut child = Command::new(bin)
+        .arg("streamableHttp")
+        .env("PORT", port.to_string())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let mut lines = BufReader::new(stderr).lines();
+    loop {
+        let line = lines.next().expect("server-everything exited").unwrap();
+        if line.contains("listening on port") {
+            break;
+        }
+    }
+    // Keep draining its stderr so it never blocks on a full pipe.
+    std::thread::spawn(move || for _ in lines {});
+    (Guard(child), format!("http://127.0.0.1:{port}/mcp"))
+}
+
+fn config(dir: &std::path::Path, everything: &PathBuf, time: &PathBuf, http_url: &str) -> PathBuf {
+    let text = format!(
+        r#"
+[permissions]
+allow = ["every__echo", "time__get_current_time", "web__get-sum", "every__trigger-long-running-operation"]
+deny = ["every__get-sum"]
+
+[mcp_servers.every]
+command = {everything:?}
+args = ["stdio"]
+tool_timeout_secs = 1.5
+
+[mcp_servers.time]
+command = {time:?}
+args = ["--local-timezone", "UTC"]
+
+[mcp_servers.web]
+url = {http_url:?}
+"#,
+        everything = everything.display().to_string(),
+        time = time.display().to_string(),
+    );
+    let path = dir.join("gateway.toml");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+fn toolgate(dir: &std::path::Path, config: &PathBuf) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_toolgate"));
+    cmd.arg("--config")
+        .arg(config)
+        .arg("--workspace")
+        .arg(dir)
+        .arg("--store")
+        .arg(format!("sqlite://{}", dir.join("state.db").display()))
+        .env("XDG_CONFIG_HOME", dir.join(".no-config"))
+        .env("XDG_DATA_HOME", dir.join(".data"))
+        .env_remove("RUST_LOG");
+    cmd
+}
+
+const CALLS: &[(&str, &str)] = &[
+    ("every__echo", r#"{"message": "hello from python"}"#),
+    ("time__get_current_time", r#"{"timezone": "UTC"}"#),
+    ("web__get-sum", r#"{"a": 2, "b": 3}"#),
+    ("every__get-sum", r#"{"a": 2, "b": 3}"#),
+    (
+        "every__trigger-long-running-operation",
+        r#"{"duration": 5, "steps": 5}"#,
+    ),
+];
+
+fn drive(python: &PathBuf, target: &[String]) -> Value {
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scripts/mcp_client.py");
+    let mut cmd = Command::new(python);
+    cmd.arg(script);
+    for (name, args) in CALLS {
+        cmd.args(["--call", name, args]);
+    }
+    cmd.args(target);
+    let out = cmd.output().unwrap();
+    assert!(
+        out.status.success(),
+        "the Python client failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)))
+}
+
+fn check(out: &Value, how: &str) {
+    let tools: Vec<&str> = out["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    for t in ["every__echo", "time__get_current_time", "web__get-sum", "read_file"] {
+        assert!(tools.contains(&t), "{how}: {t} missing from {tools:?}");
+    }
+    let calls = out["calls"].as_array().unwrap();
+    let error_type = |i: usize| -> String {
+        let text = calls[i]["text"].as_str().unwrap();
+        serde_json::from_str::<Value>(text)
+            .map(|v| v["error"]["type"].as_str().unwrap_or("").to_owned())
+            .unwrap_or_default()
+    };
+    assert_eq!(calls[0]["isError"], false, "{how}: {}", calls[0]);
+    assert!(
+        calls[0]["text"].as_str().unwrap().contains("hello from python"),
+        "{how}"
+    );
+    assert_eq!(calls[1]["isError"], false, "{how}: {}", calls[1]);
+    assert!(
+        calls[1]["text"].as_str().unwrap().contains("UTC"),
+        "{how}: {}",
+        calls[1]
+    );
+    assert_eq!(calls[2]["isError"], false, "{how}: {}", calls[2]);
+    assert!(calls[2]["text"].as_str().unwrap().contains('5'), "{how}: {}", calls[2]);
+    assert_eq!(calls[3]["isError"], true, "{how}");
+    assert_eq!(error_type(3), "permission_denied", "{how}: {}", calls[3]);
+    assert_eq!(calls[4]["isError"], true, "{how}");
+    assert_eq!(error_type(4), "timeout", "{how}: {}", calls[4]);
+}
+
+#[test]
+fn python_clients_drive_the_gateway_over_http_and_stdio() {
+    let (Some(everything), Some(time), Some(py1), Some(py2)) = (
+        peer("TOOLGATE_MCP_EVERYTHING"),
+        peer("TOOLGATE_MCP_TIME"),
+        peer("TOOLGATE_MCP_PY1"),
+        peer("TOOLGATE_MCP_PY2"),
+    ) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let (_web, url) = everything_http(&everything);
+    let config = config(dir.path(), &everything, &time, &url);
+
+    // Streamable HTTP.
+    let mut serve = toolgate(dir.path(), &config)
+        .args(["serve", "--listen", "127.0.0.1:0"])
+        .stderr(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let stderr = serve.stderr.take().unwrap();
+    let serve = Guard(serve);
+    let mut lines = BufReader::new(stderr).lines();
+    let endpoint = loop {
+        let line = lines.next().expect("toolgate serve exited").unwrap();
+        if let Some(rest) = line.split("MCP at ").nth(1) {
+            break rest.split(',').next().unwrap().to_owned();
+        }
+        assert!(!line.contains("could not be started"), "{line}");
+    };
+    std::thread::spawn(move || for _ in lines {});
+    for python in [&py1, &py2] {
+        let out = drive(python, &["--url".into(), endpoint.clone()]);
+        check(&out, &format!("mcp {} over HTTP", out["version"]));
+    }
+    drop(serve);
+
+    // Stdio: the client starts `toolgate serve --stdio` itself.
+    for python in [&py1, &py2] {
+        let mut target = vec!["--stdio".to_owned(), env!("CARGO_BIN_EXE_toolgate").to_owned()];
+        target.extend([
+            "--config".into(),
+            config.display().to_string(),
+            "--workspace".into(),
+            dir.path().display().to_string(),
+            "--store".into(),
+            "memory".into(),
+            "serve".into(),
+            "--stdio".into(),
+        ]);
+        let out = drive(python, &target);
+        check(&out, &format!("mcp {} over stdio", out["version"]));
+    }
+}
