@@ -8,7 +8,7 @@
 
 use serde_json::Value;
 use std::io::{BufRead, BufReader};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
 fn peer(var: &str) -> Option<PathBuf> {
@@ -64,7 +64,7 @@ fn everything_http(bin: &PathBuf) -> (Guard, String) {
     (Guard(child), format!("http://127.0.0.1:{port}/mcp"))
 }
 
-fn config(dir: &std::path::Path, everything: &PathBuf, time: &PathBuf, http_url: &str) -> PathBuf {
+fn config(dir: &Path, everything: &Path, time: &Path, http_url: &str) -> PathBuf {
     let text = format!(
         r#"
 [permissions]
