@@ -81,6 +81,8 @@ pub struct App {
     /// The metrics fed by the engine's events.
     pub metrics: Arc<Metrics>,
     options: HttpOptions,
+    /// The `Host` values accepted (loopback names and `allowed_hosts`), built once.
+    hosts: Vec<String>,
 }
 
 impl std::fmt::Debug for App {
@@ -98,8 +100,9 @@ pub fn router(
     options: HttpOptions,
     shutdown: CancellationToken,
 ) -> Router {
+    let hosts = options.hosts();
     let mcp_config = StreamableHttpServerConfig::default()
-        .with_allowed_hosts(options.hosts())
+        .with_allowed_hosts(hosts.clone())
         .with_allowed_origins(options.allowed_origins.clone())
         .enforce_origin_validation()
         .with_max_request_body_bytes(options.max_body)
@@ -117,6 +120,7 @@ pub fn router(
         queue,
         metrics,
         options,
+        hosts,
     });
     Router::new()
         .route("/v1/tools", get(tools))
@@ -175,7 +179,7 @@ async fn guard(State(app): State<Arc<App>>, request: Request<Body>, next: Next) 
     let headers = request.headers();
     // DNS rebinding: a page served from elsewhere reaches us under its own name.
     let host = headers.get(header::HOST).and_then(|h| h.to_str().ok()).unwrap_or("");
-    if !host_allowed(host, &app.options.hosts()) {
+    if !host_allowed(host, &app.hosts) {
         return status(StatusCode::FORBIDDEN);
     }
     if let Some(origin) = headers.get(header::ORIGIN) {

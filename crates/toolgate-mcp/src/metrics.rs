@@ -7,7 +7,6 @@
 use std::collections::BTreeMap;
 use std::fmt::Write;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use toolgate_core::events::{Event, EventSink};
 
 /// Upper bounds of the latency buckets, in seconds.
@@ -27,12 +26,9 @@ struct Histogram {
 pub struct Metrics {
     calls: Mutex<BTreeMap<(String, String), u64>>,
     latency: Mutex<BTreeMap<String, Histogram>>,
-    in_flight: AtomicI64,
-    started: AtomicU64,
-    /// When each running call started (events carry whole milliseconds; buckets need better).
+    /// The calls running, with when each started (events carry whole milliseconds; buckets
+    /// need better). Its size is the in-flight gauge.
     running: Mutex<std::collections::HashMap<toolgate_core::CallId, std::time::Instant>>,
-    /// Forwarded events (a UI or a test listening too).
-    next: Option<std::sync::Arc<dyn EventSink>>,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -42,22 +38,9 @@ impl std::fmt::Debug for Metrics {
 }
 
 impl Metrics {
-    /// Metrics that also pass every event on to `next`.
-    pub fn forwarding(next: std::sync::Arc<dyn EventSink>) -> Self {
-        Self {
-            next: Some(next),
-            ..Self::default()
-        }
-    }
-
     /// Calls running now.
-    pub fn in_flight(&self) -> i64 {
-        self.in_flight.load(Ordering::SeqCst)
-    }
-
-    /// Calls started since the gateway began.
-    pub fn started(&self) -> u64 {
-        self.started.load(Ordering::Relaxed)
+    pub fn in_flight(&self) -> usize {
+        self.running.lock().unwrap_or_else(|p| p.into_inner()).len()
     }
 
     /// The Prometheus text exposition (version 0.0.4).
@@ -121,8 +104,6 @@ impl EventSink for Metrics {
                     .lock()
                     .unwrap_or_else(|p| p.into_inner())
                     .insert(call_id.clone(), std::time::Instant::now());
-                self.in_flight.fetch_add(1, Ordering::SeqCst);
-                self.started.fetch_add(1, Ordering::Relaxed);
             }
             Event::CallFinished {
                 call_id,
@@ -152,15 +133,8 @@ impl EventSink for Metrics {
                 }
                 h.sum += seconds;
                 h.count += 1;
-                drop(latency);
-                if began.is_some() {
-                    self.in_flight.fetch_sub(1, Ordering::SeqCst);
-                }
             }
             _ => {}
-        }
-        if let Some(next) = &self.next {
-            next.emit(event);
         }
     }
 }

@@ -22,9 +22,6 @@ use toolgate_core::{Answer, Engine, Format, Outcome, Session, SessionOptions, Tu
 /// the approver.
 pub type SessionFactory = Arc<dyn Fn() -> SessionOptions + Send + Sync>;
 
-/// Told of each new client session: its toolgate session id and the peer.
-pub type OnSession = Arc<dyn Fn(&str, Peer<RoleServer>) + Send + Sync>;
-
 /// Everything the MCP face shares between client sessions.
 pub struct Gateway {
     /// The engine every call goes through.
@@ -37,11 +34,6 @@ pub struct Gateway {
     pub via: Via,
     /// The HTTP approval queue (when asks go there).
     pub queue: Option<Arc<Queue>>,
-    /// Text for the clients' models (`instructions`).
-    pub instructions: Option<String>,
-    /// Called when a client session starts (its toolgate session id and the peer): fixtures
-    /// that must reach the client (sampling, logging) keep it.
-    pub on_session: Option<OnSession>,
     /// Clients to tell when the tools change.
     peers: Mutex<Vec<Peer<RoleServer>>>,
     /// Every live session (a shutdown kills what still runs after the grace period).
@@ -71,8 +63,6 @@ impl Gateway {
             sessions,
             via,
             queue,
-            instructions: None,
-            on_session: None,
             peers: Mutex::new(Vec::new()),
             live: Mutex::new(Vec::new()),
         });
@@ -161,12 +151,7 @@ impl Gateway {
             .enable_tools()
             .enable_tool_list_changed()
             .build();
-        let mut info = InitializeResult::new(capabilities)
-            .with_server_info(Implementation::new("toolgate", env!("CARGO_PKG_VERSION")));
-        if let Some(text) = &self.instructions {
-            info = info.with_instructions(text.clone());
-        }
-        info
+        InitializeResult::new(capabilities).with_server_info(Implementation::new("toolgate", env!("CARGO_PKG_VERSION")))
     }
 
     /// The tools exposed, as `tools/list` answers.
@@ -194,10 +179,9 @@ impl GatewayHandler {
             .get_or_init(|| {
                 let g = &self.gateway;
                 let session = g.new_session(None, Some(self.elicit.clone()));
-                g.peers.lock().unwrap_or_else(|p| p.into_inner()).push(peer.clone());
-                if let Some(f) = &g.on_session {
-                    f(session.id().as_str(), peer.clone());
-                }
+                let mut peers = g.peers.lock().unwrap_or_else(|p| p.into_inner());
+                peers.retain(|p| !p.is_transport_closed());
+                peers.push(peer.clone());
                 session
             })
             .clone()

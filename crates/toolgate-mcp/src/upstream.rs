@@ -165,7 +165,7 @@ impl Link {
                 _ => std::future::pending().await,
             }
         };
-        let result = tokio::select! {
+        tokio::select! {
             biased;
             _ = ctx.cancel.cancelled() => Err(ToolError::Canceled),
             _ = conn.closed.cancelled() => {
@@ -192,8 +192,7 @@ impl Link {
                     Err(_) => Err(self.lost("it closed the connection during the call")),
                 }
             }
-        };
-        result
+        }
     }
 
     fn lost(&self, why: &str) -> ToolError {
