@@ -126,8 +126,9 @@ fn exec_runs_the_example_answer() {
     let ws = workspace();
     let example =
         std::fs::read(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/openai-answer.json")).unwrap();
+    // The checkout is the workspace here: keep state in memory so nothing is written into it.
     let out = toolgate(Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../..")))
-        .arg("exec")
+        .args(["--store", "memory", "exec"])
         .write_stdin(example)
         .output()
         .unwrap();
