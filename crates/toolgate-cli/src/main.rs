@@ -5,6 +5,7 @@ mod approve;
 mod config;
 mod hooks;
 mod serve;
+mod telemetry;
 mod time;
 mod trust;
 mod ui;
@@ -12,7 +13,7 @@ mod ui;
 use anyhow::{Context, Result, anyhow, bail};
 use clap::{Parser, Subcommand};
 use serde_json::{Value, json};
-use std::io::{IsTerminal, Read, Write};
+use std::io::{Read, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -122,7 +123,7 @@ fn main() -> ExitCode {
             return ExitCode::from(if e.use_stderr() { 2 } else { 0 });
         }
     };
-    init_tracing();
+    let telemetry = telemetry::init();
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
@@ -130,23 +131,17 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    match runtime.block_on(run(cli)) {
+    let code = match runtime.block_on(run(cli)) {
         Ok(code) => code,
         Err(e) => {
             eprintln!("toolgate: {}", one_line(&format!("{e:#}")));
             ExitCode::from(2)
         }
-    }
-}
-
-fn init_tracing() {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::stderr().is_terminal())
-        .try_init();
+    };
+    drop(runtime);
+    // The spans of the last calls (a server's shutdown included) leave before the exit.
+    telemetry.shutdown();
+    code
 }
 
 fn one_line(s: &str) -> String {

@@ -100,6 +100,11 @@ pub async fn run(
         .await
         .with_context(|| format!("cannot listen on {}", args.listen))?;
     let addr = listener.local_addr().context("cannot read the listening address")?;
+    // The port chosen (for `:0`) is part of the gateway's own origin.
+    let options = HttpOptions {
+        listen: addr,
+        ..options
+    };
     let shutdown = CancellationToken::new();
     let app = toolgate_mcp::http::router(
         gateway.clone(),

@@ -4,7 +4,7 @@
 //! - `normal`: tools `echo`, `add` (structured, with an output schema), `noop`, `slow`
 //!   (progress every 50 ms for `ms` milliseconds), `hang` (never answers, notes cancellations
 //!   on stderr), `crash` (the process exits mid-call), `change` (changes `echo`'s definition
-//!   and sends `tools/list_changed`);
+//!   and sends `tools/list_changed`), `meta` (returns the request's `_meta`: trace context);
 //! - `garbage`: writes lines that are not JSON-RPC on stdout and never answers;
 //! - `silent`: reads stdin and never answers `initialize`.
 
@@ -64,6 +64,9 @@ impl Fixture {
                 json!({"name": "secret", "description": "Hidden by disabled_tools in tests.", "inputSchema": {"type": "object"}}),
             ),
             tool(
+                json!({"name": "meta", "description": "Returns the request's _meta.", "inputSchema": {"type": "object"}}),
+            ),
+            tool(
                 json!({"name": "cancellations", "description": "How many notifications/cancelled arrived.", "inputSchema": {"type": "object"}}),
             ),
         ]
@@ -108,6 +111,7 @@ impl ServerHandler for Fixture {
                 r
             }
             "noop" => text("ok"),
+            "meta" => text(serde_json::to_value(&context.meta).unwrap_or(Value::Null).to_string()),
             "slow" => {
                 let ms = args["ms"].as_u64().unwrap_or(200);
                 let token = context.meta.get_progress_token();

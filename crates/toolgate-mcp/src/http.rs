@@ -63,6 +63,21 @@ impl HttpOptions {
         Ok(())
     }
 
+    /// The `Origin` values accepted: `allowed_origins`, and the gateway's own origin on the
+    /// loopback names (a page it served itself is no rebinding; it serves none, but the MCP
+    /// conformance suite checks that same-origin requests pass). Another port is another origin
+    /// and stays refused.
+    fn origins(&self) -> Vec<String> {
+        let mut origins = self.allowed_origins.clone();
+        let port = self.listen.port();
+        if self.listen.ip().is_loopback() && port != 0 {
+            for host in ["localhost", "127.0.0.1", "[::1]"] {
+                origins.push(format!("http://{host}:{port}"));
+            }
+        }
+        origins
+    }
+
     fn hosts(&self) -> Vec<String> {
         let mut hosts: Vec<String> = ["localhost", "127.0.0.1", "::1", "[::1]"].map(str::to_owned).to_vec();
         hosts.extend(self.allowed_hosts.iter().cloned());
@@ -83,6 +98,8 @@ pub struct App {
     options: HttpOptions,
     /// The `Host` values accepted (loopback names and `allowed_hosts`), built once.
     hosts: Vec<String>,
+    /// The `Origin` values accepted, built once.
+    origins: Vec<String>,
 }
 
 impl std::fmt::Debug for App {
@@ -101,9 +118,10 @@ pub fn router(
     shutdown: CancellationToken,
 ) -> Router {
     let hosts = options.hosts();
+    let origins = options.origins();
     let mcp_config = StreamableHttpServerConfig::default()
         .with_allowed_hosts(hosts.clone())
-        .with_allowed_origins(options.allowed_origins.clone())
+        .with_allowed_origins(origins.clone())
         .enforce_origin_validation()
         .with_max_request_body_bytes(options.max_body)
         .with_cancellation_token(shutdown);
@@ -121,6 +139,7 @@ pub fn router(
         metrics,
         options,
         hosts,
+        origins,
     });
     Router::new()
         .route("/v1/tools", get(tools))
@@ -185,7 +204,7 @@ async fn guard(State(app): State<Arc<App>>, request: Request<Body>, next: Next) 
     if let Some(origin) = headers.get(header::ORIGIN) {
         let ok = origin
             .to_str()
-            .is_ok_and(|o| app.options.allowed_origins.iter().any(|a| a.eq_ignore_ascii_case(o)));
+            .is_ok_and(|o| app.origins.iter().any(|a| a.eq_ignore_ascii_case(o)));
         if !ok {
             return status(StatusCode::FORBIDDEN);
         }

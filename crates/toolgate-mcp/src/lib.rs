@@ -20,7 +20,7 @@ pub mod upstream;
 pub use approve::{Queue, Via};
 pub use config::ServerConfig;
 pub use hub::{Hub, ServerState};
-pub use server::{Gateway, GatewayHandler, SessionFactory};
+pub use server::{Extension, Gateway, GatewayHandler, SessionFactory};
 pub use upstream::Upstream;
 
 /// Re-exported so embedding programs (the conformance fixture) need not name rmcp's version.

@@ -5,18 +5,100 @@
 use crate::approve::{Queue, QueueApprover, Via};
 use crate::hub::Hub;
 use async_trait::async_trait;
+// Logging (`logging/setLevel`) is deprecated by the draft revision, not by 2025-11-25, which the
+// gateway serves.
+#[allow(deprecated)]
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ElicitRequestParams, ElicitationAction,
-    Implementation, InitializeResult, ListToolsResult, PaginatedRequestParams, ProgressNotificationParam,
-    ServerCapabilities,
+    CallToolRequestParams, CallToolResponse, CallToolResult, CompleteRequestParams, CompleteResult, ContentBlock,
+    ElicitRequestParams, ElicitationAction, GetPromptRequestMethod, GetPromptRequestParams, GetPromptResponse,
+    GetPromptResult, Implementation, InitializeResult, ListPromptsResult, ListResourceTemplatesResult,
+    ListResourcesResult, ListToolsResult, PaginatedRequestParams, ProgressNotificationParam, ReadResourceRequestMethod,
+    ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, ServerCapabilities, SetLevelRequestMethod,
+    SetLevelRequestParams, SubscribeRequestMethod, SubscribeRequestParams, UnsubscribeRequestMethod,
+    UnsubscribeRequestParams,
 };
 use rmcp::service::{Peer, RequestContext, RoleServer};
 use rmcp::{ErrorData as McpError, ServerHandler};
 use serde_json::{Value, json};
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 use toolgate_core::permit::{Answer as Approval, ApprovalRequest, Approver, DenyAll};
 use toolgate_core::tool::ProgressSink;
 use toolgate_core::{Answer, Engine, Format, Outcome, Session, SessionOptions, TurnOptions};
+
+/// What a gateway serves besides its governed tools: prompts, resources, completion, log
+/// levels. toolgate itself serves tools only (upstream prompts and resources are not proxied
+/// yet), so nothing implements this in the product; it is the hook for embedders and for the
+/// MCP conformance fixture. Every method defaults to what a server without the feature answers.
+#[async_trait]
+pub trait Extension: Send + Sync {
+    /// Declares what it serves in the capabilities `initialize` answers with.
+    fn capabilities(&self, capabilities: &mut ServerCapabilities);
+    /// `prompts/list`.
+    async fn list_prompts(&self, _context: RequestContext<RoleServer>) -> Result<ListPromptsResult, McpError> {
+        Ok(ListPromptsResult::default())
+    }
+    /// `prompts/get`.
+    async fn get_prompt(
+        &self,
+        _request: GetPromptRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResult, McpError> {
+        Err(McpError::method_not_found::<GetPromptRequestMethod>())
+    }
+    /// `resources/list`.
+    async fn list_resources(&self, _context: RequestContext<RoleServer>) -> Result<ListResourcesResult, McpError> {
+        Ok(ListResourcesResult::default())
+    }
+    /// `resources/templates/list`.
+    async fn list_resource_templates(
+        &self,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, McpError> {
+        Ok(ListResourceTemplatesResult::default())
+    }
+    /// `resources/read`.
+    async fn read_resource(
+        &self,
+        _request: ReadResourceRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResult, McpError> {
+        Err(McpError::method_not_found::<ReadResourceRequestMethod>())
+    }
+    /// `resources/subscribe`.
+    async fn subscribe(
+        &self,
+        _request: SubscribeRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        Err(McpError::method_not_found::<SubscribeRequestMethod>())
+    }
+    /// `resources/unsubscribe`.
+    async fn unsubscribe(
+        &self,
+        _request: UnsubscribeRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        Err(McpError::method_not_found::<UnsubscribeRequestMethod>())
+    }
+    /// `completion/complete`.
+    async fn complete(
+        &self,
+        _request: CompleteRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<CompleteResult, McpError> {
+        Ok(CompleteResult::default())
+    }
+    /// `logging/setLevel`.
+    #[allow(deprecated)]
+    async fn set_level(
+        &self,
+        _request: SetLevelRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        Err(McpError::method_not_found::<SetLevelRequestMethod>())
+    }
+}
 
 /// Builds a session's options for a new client (workspace, policy, store); the gateway sets
 /// the approver.
@@ -34,8 +116,11 @@ pub struct Gateway {
     pub via: Via,
     /// The HTTP approval queue (when asks go there).
     pub queue: Option<Arc<Queue>>,
-    /// Clients to tell when the tools change.
-    peers: Mutex<Vec<Peer<RoleServer>>>,
+    /// The connected clients by toolgate session id (told when the tools change; reachable by
+    /// tools that talk back to their caller).
+    peers: Mutex<HashMap<String, Peer<RoleServer>>>,
+    /// What it serves besides tools.
+    extension: OnceLock<Arc<dyn Extension>>,
     /// Every live session (a shutdown kills what still runs after the grace period).
     live: Mutex<Vec<std::sync::Weak<Session>>>,
 }
@@ -63,7 +148,8 @@ impl Gateway {
             sessions,
             via,
             queue,
-            peers: Mutex::new(Vec::new()),
+            peers: Mutex::new(HashMap::new()),
+            extension: OnceLock::new(),
             live: Mutex::new(Vec::new()),
         });
         if let Some(hub) = hub {
@@ -77,11 +163,28 @@ impl Gateway {
         gateway
     }
 
+    /// Serves `extension` besides the tools (once; a second call is refused).
+    pub fn set_extension(&self, extension: Arc<dyn Extension>) -> Result<(), String> {
+        self.extension
+            .set(extension)
+            .map_err(|_| "the gateway already has an extension".to_owned())
+    }
+
+    /// The connected MCP client of a session, for a tool that talks back to its caller
+    /// (logging, sampling, elicitation). `None` for REST calls and closed clients.
+    pub fn peer(&self, session: &toolgate_core::SessionId) -> Option<Peer<RoleServer>> {
+        let peers = self.peers.lock().unwrap_or_else(|p| p.into_inner());
+        peers
+            .get(session.as_str())
+            .filter(|p| !p.is_transport_closed())
+            .cloned()
+    }
+
     /// Tells every connected client that the tool list changed.
     fn tools_changed(&self) {
         let mut peers = self.peers.lock().unwrap_or_else(|p| p.into_inner());
-        peers.retain(|p| !p.is_transport_closed());
-        for peer in peers.iter() {
+        peers.retain(|_, p| !p.is_transport_closed());
+        for peer in peers.values() {
             let peer = peer.clone();
             tokio::spawn(async move {
                 let _ = peer.notify_tool_list_changed().await;
@@ -147,10 +250,13 @@ impl Gateway {
 
     /// The info `initialize` answers with.
     pub fn info(&self) -> InitializeResult {
-        let capabilities = ServerCapabilities::builder()
+        let mut capabilities = ServerCapabilities::builder()
             .enable_tools()
             .enable_tool_list_changed()
             .build();
+        if let Some(extension) = self.extension.get() {
+            extension.capabilities(&mut capabilities);
+        }
         InitializeResult::new(capabilities).with_server_info(Implementation::new("toolgate", env!("CARGO_PKG_VERSION")))
     }
 
@@ -180,8 +286,8 @@ impl GatewayHandler {
                 let g = &self.gateway;
                 let session = g.new_session(None, Some(self.elicit.clone()));
                 let mut peers = g.peers.lock().unwrap_or_else(|p| p.into_inner());
-                peers.retain(|p| !p.is_transport_closed());
-                peers.push(peer.clone());
+                peers.retain(|_, p| !p.is_transport_closed());
+                peers.insert(session.id().to_string(), peer.clone());
                 session
             })
             .clone()
@@ -213,25 +319,39 @@ impl GatewayHandler {
             jsonrpc.request.id = %request_id(&context),
         );
         crate::trace::adopt(&context.meta.0, &span);
-        let progress = match context.meta.get_progress_token() {
+        // Progress goes out in order, and all of it before the result: a notification that
+        // arrives after the response is dropped by clients.
+        let (progress, flush) = match context.meta.get_progress_token() {
             Some(token) => {
+                let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Forward>();
                 let peer = context.peer.clone();
-                ProgressSink::new(move |p| {
-                    let params: Result<ProgressNotificationParam, _> = serde_json::from_value(json!({
-                        "progressToken": token.0.clone(),
-                        "progress": p.progress,
-                        "total": p.total,
-                        "message": p.message,
-                    }));
-                    if let Ok(params) = params {
-                        let peer = peer.clone();
-                        tokio::spawn(async move {
-                            let _ = peer.notify_progress(params).await;
-                        });
+                tokio::spawn(async move {
+                    while let Some(message) = rx.recv().await {
+                        match message {
+                            Forward::Progress(p) => {
+                                let params: Result<ProgressNotificationParam, _> = serde_json::from_value(json!({
+                                    "progressToken": token.0.clone(),
+                                    "progress": p.progress,
+                                    "total": p.total,
+                                    "message": p.message,
+                                }));
+                                if let Ok(params) = params {
+                                    let _ = peer.notify_progress(params).await;
+                                }
+                            }
+                            Forward::Flush(done) => {
+                                let _ = done.send(());
+                            }
+                        }
                     }
-                })
+                });
+                let sink_tx = tx.clone();
+                let sink = ProgressSink::new(move |p| {
+                    let _ = sink_tx.send(Forward::Progress(p));
+                });
+                (sink, Some(tx))
             }
-            None => ProgressSink::default(),
+            None => (ProgressSink::default(), None),
         };
         // A fresh call id per request: JSON-RPC ids repeat across clients and reconnects, and
         // the journal never runs one call id twice.
@@ -247,6 +367,12 @@ impl GatewayHandler {
             ..TurnOptions::default()
         };
         let turn = tracing::Instrument::instrument(g.engine.run_turn(&session, &answer, options), span).await;
+        if let Some(flush) = flush {
+            let (done, sent) = tokio::sync::oneshot::channel();
+            if flush.send(Forward::Flush(done)).is_ok() {
+                let _ = sent.await;
+            }
+        }
         Ok(match turn.outcomes.first() {
             Some(outcome) => result_of(outcome),
             None => {
@@ -254,6 +380,13 @@ impl GatewayHandler {
             }
         })
     }
+}
+
+/// What the progress forwarder of a call is given, in order.
+enum Forward {
+    Progress(toolgate_core::tool::Progress),
+    /// Answered once everything before it went out.
+    Flush(tokio::sync::oneshot::Sender<()>),
 }
 
 fn request_id(context: &RequestContext<RoleServer>) -> String {
@@ -272,7 +405,9 @@ pub fn result_of(outcome: &Outcome) -> CallToolResult {
     match outcome.entry() {
         Some(entry) if entry.is_error => error_result(entry.content.clone()),
         Some(entry) => {
-            let mut result = CallToolResult::success(vec![ContentBlock::text(entry.content_text())]);
+            let content =
+                content_blocks(&entry.content).unwrap_or_else(|| vec![ContentBlock::text(entry.content_text())]);
+            let mut result = CallToolResult::success(content);
             if entry.structured {
                 result.structured_content = Some(entry.content.clone());
             }
@@ -281,6 +416,17 @@ pub fn result_of(outcome: &Outcome) -> CallToolResult {
         None => error_result(json!({"error": {"type": "execution_failed",
             "message": "The tool asked for the turn to be re-run, which an MCP call cannot do."}})),
     }
+}
+
+/// A result that is a list of MCP content blocks (what an upstream tool's images, audio and
+/// resources become, see `tool::output`) goes out as those blocks, so media pass through the
+/// gateway as media. Anything else is not blocks: `None`.
+fn content_blocks(content: &Value) -> Option<Vec<ContentBlock>> {
+    let items = content.as_array()?;
+    if items.is_empty() || !items.iter().all(|i| i.get("type").is_some_and(Value::is_string)) {
+        return None;
+    }
+    serde_json::from_value(content.clone()).ok()
 }
 
 impl ServerHandler for GatewayHandler {
@@ -303,6 +449,109 @@ impl ServerHandler for GatewayHandler {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
         self.call(request, context).await.map(CallToolResponse::Complete)
+    }
+
+    async fn list_prompts(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, McpError> {
+        match self.gateway.extension.get() {
+            Some(e) => e.list_prompts(context).await,
+            None => Ok(ListPromptsResult::default()),
+        }
+    }
+
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, McpError> {
+        match self.gateway.extension.get() {
+            Some(e) => e.get_prompt(request, context).await.map(GetPromptResponse::Complete),
+            None => Err(McpError::method_not_found::<GetPromptRequestMethod>()),
+        }
+    }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, McpError> {
+        match self.gateway.extension.get() {
+            Some(e) => e.list_resources(context).await,
+            None => Ok(ListResourcesResult::default()),
+        }
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, McpError> {
+        match self.gateway.extension.get() {
+            Some(e) => e.list_resource_templates(context).await,
+            None => Ok(ListResourceTemplatesResult::default()),
+        }
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, McpError> {
+        match self.gateway.extension.get() {
+            Some(e) => e
+                .read_resource(request, context)
+                .await
+                .map(ReadResourceResponse::Complete),
+            None => Err(McpError::method_not_found::<ReadResourceRequestMethod>()),
+        }
+    }
+
+    async fn subscribe(
+        &self,
+        request: SubscribeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        match self.gateway.extension.get() {
+            Some(e) => e.subscribe(request, context).await,
+            None => Err(McpError::method_not_found::<SubscribeRequestMethod>()),
+        }
+    }
+
+    async fn unsubscribe(
+        &self,
+        request: UnsubscribeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        match self.gateway.extension.get() {
+            Some(e) => e.unsubscribe(request, context).await,
+            None => Err(McpError::method_not_found::<UnsubscribeRequestMethod>()),
+        }
+    }
+
+    async fn complete(
+        &self,
+        request: CompleteRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CompleteResult, McpError> {
+        match self.gateway.extension.get() {
+            Some(e) => e.complete(request, context).await,
+            None => Ok(CompleteResult::default()),
+        }
+    }
+
+    #[allow(deprecated)]
+    async fn set_level(
+        &self,
+        request: SetLevelRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        match self.gateway.extension.get() {
+            Some(e) => e.set_level(request, context).await,
+            None => Err(McpError::method_not_found::<SetLevelRequestMethod>()),
+        }
     }
 }
 

@@ -286,6 +286,22 @@ async fn the_rest_face_executes_lists_audits_and_reports() {
     );
     let r = http.get(gw.url("/v1/tools?format=klingon")).send().await.unwrap();
     assert_eq!(r.status(), 400);
+    // The gateway's own origin on loopback passes; a page on another local port does not.
+    let port = gw.addr.port();
+    for (origin, expected) in [
+        (format!("http://127.0.0.1:{port}"), 200),
+        (format!("http://localhost:{port}"), 200),
+        (format!("http://localhost:{}", port.wrapping_add(1)), 403),
+        ("null".to_owned(), 403),
+    ] {
+        let r = http
+            .get(gw.url("/v1/tools"))
+            .header("Origin", &origin)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), expected, "Origin {origin}");
+    }
     let answer = json!({"role": "assistant", "content": null, "tool_calls": [
         {"id": "c1", "type": "function", "function": {"name": "fx__echo", "arguments": "{\"text\": \"via rest\"}"}},
         {"id": "c2", "type": "function", "function": {"name": "fx__crash", "arguments": "{}"}}

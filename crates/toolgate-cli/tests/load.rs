@@ -1,0 +1,239 @@
+//! `toolgate serve` under load, on loopback and bounded: 64 concurrent MCP clients × 500 calls
+//! of a no-op read-only upstream tool, with the SQLite journal. No call may fail and every call
+//! must be in the journal, closed as a success, after a graceful shutdown.
+//!
+//! The figures in BENCHMARKS.md come from the release build:
+//! `cargo test --release -p toolgate-cli --test load -- --nocapture --include-ignored`
+//! (`added_latency` is a measurement, not a check: it only runs when asked for).
+
+use rmcp::ServiceExt;
+use rmcp::model::CallToolRequestParams;
+use rmcp::service::RunningService;
+use rmcp::transport::StreamableHttpClientTransport;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+use toolgate_mcp::rmcp;
+
+const CLIENTS: usize = 64;
+const CALLS: usize = 500;
+
+/// Kills the child (and waits) on drop.
+struct Guard(Child);
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// The fixture upstream, built beside this test by `cargo test` (it builds every example).
+fn fixture() -> PathBuf {
+    let bin = PathBuf::from(env!("CARGO_BIN_EXE_toolgate"));
+    let path = bin
+        .parent()
+        .map(|d| d.join("examples").join("fixture_upstream"))
+        .unwrap_or_default();
+    assert!(
+        path.is_file(),
+        "{} is missing: run the workspace's tests with `cargo test` (it builds the examples)",
+        path.display()
+    );
+    path
+}
+
+/// Starts the fixture upstream on streamable HTTP; its URL.
+fn upstream() -> (Guard, String) {
+    let mut child = Command::new(fixture())
+        .args(["normal", "--http", "127.0.0.1:0"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let mut lines = BufReader::new(stdout).lines();
+    let url = loop {
+        let line = lines.next().expect("the fixture exited").unwrap();
+        if let Some(url) = line.strip_prefix("listening ") {
+            break url.to_owned();
+        }
+    };
+    std::thread::spawn(move || for _ in lines {});
+    (Guard(child), url)
+}
+
+/// Starts `toolgate serve` over that upstream with a SQLite store in `dir`; its MCP URL.
+fn gateway(dir: &Path, upstream: &str) -> (Guard, String) {
+    let config = dir.join("gateway.toml");
+    std::fs::write(
+        &config,
+        format!("[mcp_servers.fx]\nurl = {upstream:?}\ntrust_annotations = true\nenabled_tools = [\"noop\"]\n"),
+    )
+    .unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_toolgate"))
+        .arg("--config")
+        .arg(&config)
+        .arg("--workspace")
+        .arg(dir)
+        .arg("--store")
+        .arg(format!("sqlite://{}", dir.join("state.db").display()))
+        .args(["serve", "--listen", "127.0.0.1:0"])
+        .env("XDG_CONFIG_HOME", dir.join(".no-config"))
+        .env("XDG_DATA_HOME", dir.join(".data"))
+        .env("TOOLGATE_SERVE_APPROVER_TOKEN", "load-approver")
+        .env_remove("RUST_LOG")
+        .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let mut lines = BufReader::new(stderr).lines();
+    let url = loop {
+        let line = lines.next().expect("toolgate serve exited").unwrap();
+        if let Some(rest) = line.split("MCP at ").nth(1) {
+            break rest.split(',').next().unwrap_or_default().to_owned();
+        }
+    };
+    std::thread::spawn(move || for _ in lines {});
+    (Guard(child), url)
+}
+
+async fn client(url: &str) -> RunningService<rmcp::RoleClient, ()> {
+    ().serve(StreamableHttpClientTransport::from_uri(url.to_owned()))
+        .await
+        .expect("MCP handshake")
+}
+
+/// One call; `Err` with the reason when it was a JSON-RPC error or an `isError` result. The
+/// arguments differ from call to call: the engine's loop detection refuses a third identical
+/// call in a row, as it would for a model repeating itself.
+async fn call(client: &RunningService<rmcp::RoleClient, ()>, tool: &str, n: usize) -> Result<(), String> {
+    let mut args = serde_json::Map::new();
+    args.insert("n".into(), n.into());
+    let result = client
+        .call_tool(CallToolRequestParams::new(tool.to_owned()).with_arguments(args))
+        .await
+        .map_err(|e| e.to_string())?;
+    if result.is_error == Some(true) {
+        return Err(format!("{:?}", result.content));
+    }
+    Ok(())
+}
+
+/// SIGTERM, then the exit status.
+fn stop(mut guard: Guard) -> std::process::ExitStatus {
+    let pid = guard.0.id().to_string();
+    let _ = Command::new("kill").args(["-TERM", &pid]).status();
+    guard.0.wait().unwrap()
+}
+
+/// Journal rows of `tool` in the SQLite file: (all, closed as a success).
+async fn journal(db: &Path, tool: &str) -> (i64, i64) {
+    use sqlx::Connection;
+    let mut conn = sqlx::SqliteConnection::connect(&format!("sqlite://{}", db.display()))
+        .await
+        .unwrap();
+    let (all, ok): (i64, i64) = sqlx::query_as(
+        "SELECT COUNT(*), COALESCE(SUM(CASE WHEN state = 'success' THEN 1 ELSE 0 END), 0) FROM journal WHERE tool = ?",
+    )
+    .bind(tool)
+    .fetch_one(&mut conn)
+    .await
+    .unwrap();
+    (all, ok)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sixty_four_clients_every_call_journaled() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_upstream, upstream_url) = upstream();
+    let (serve, url) = gateway(dir.path(), &upstream_url);
+    let started = Instant::now();
+    let mut tasks = Vec::new();
+    for _ in 0..CLIENTS {
+        let url = url.clone();
+        tasks.push(tokio::spawn(async move {
+            let client = client(&url).await;
+            let mut errors = Vec::new();
+            for n in 0..CALLS {
+                if let Err(e) = call(&client, "fx__noop", n).await {
+                    errors.push(e);
+                }
+            }
+            let _ = client.cancel().await;
+            errors
+        }));
+    }
+    let mut errors = Vec::new();
+    for task in tasks {
+        errors.extend(task.await.unwrap());
+    }
+    let elapsed = started.elapsed();
+    let total = CLIENTS * CALLS;
+    eprintln!(
+        "load: {total} calls from {CLIENTS} clients in {:.2} s: {:.0} calls/s",
+        elapsed.as_secs_f64(),
+        total as f64 / elapsed.as_secs_f64()
+    );
+    assert!(
+        errors.is_empty(),
+        "{} call(s) failed, first: {}",
+        errors.len(),
+        errors[0]
+    );
+    // A graceful stop flushes the journal's writer.
+    let status = stop(serve);
+    assert!(status.success(), "toolgate serve exited with {status}");
+    let (all, ok) = journal(&dir.path().join("state.db"), "fx__noop").await;
+    assert_eq!(all, total as i64, "every call has its journal row");
+    assert_eq!(ok, total as i64, "every row is closed as a success");
+}
+
+/// Percentile (0..=100) of sorted durations.
+fn percentile(sorted: &[Duration], p: usize) -> Duration {
+    let i = (sorted.len() * p / 100).min(sorted.len().saturating_sub(1));
+    sorted[i]
+}
+
+async fn timed(url: &str, tool: &str, n: usize) -> Vec<Duration> {
+    let client = client(url).await;
+    for i in 0..200 {
+        call(&client, tool, i).await.unwrap();
+    }
+    let mut times = Vec::with_capacity(n);
+    for i in 0..n {
+        let t = Instant::now();
+        call(&client, tool, i).await.unwrap();
+        times.push(t.elapsed());
+    }
+    let _ = client.cancel().await;
+    times.sort();
+    times
+}
+
+/// The latency the gateway adds over calling the same upstream directly, one sequential client.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "a measurement for BENCHMARKS.md, run by hand in release"]
+async fn added_latency() {
+    const N: usize = 5000;
+    let dir = tempfile::tempdir().unwrap();
+    let (_upstream, upstream_url) = upstream();
+    let (serve, url) = gateway(dir.path(), &upstream_url);
+    let direct = timed(&upstream_url, "noop", N).await;
+    let through = timed(&url, "fx__noop", N).await;
+    for p in [50, 99] {
+        let (d, g) = (percentile(&direct, p), percentile(&through, p));
+        eprintln!(
+            "p{p}: direct {:.0} µs, through the gateway {:.0} µs, added {:.0} µs",
+            d.as_secs_f64() * 1e6,
+            g.as_secs_f64() * 1e6,
+            (g.as_secs_f64() - d.as_secs_f64()) * 1e6
+        );
+    }
+    assert!(stop(serve).success());
+    let (all, _) = journal(&dir.path().join("state.db"), "fx__noop").await;
+    assert_eq!(all, (N + 200) as i64);
+}

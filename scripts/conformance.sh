@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# The MCP conformance suite (@modelcontextprotocol/conformance, on Node 22 from the npm package
+# node@22) against toolgate:
+#   - its server scenarios required by the 2025-11-25 revision, over streamable HTTP, against
+#     the gateway serving the suite's fixture tools, prompts and resources (the example
+#     `conformance_server`: toolgate's router and pipeline, test fixtures only);
+#   - its client scenarios initialize, tools_call and sse-retry against toolgate's MCP client
+#     (the example `conformance_client`, given each scenario's URL).
+# Installs the suite into .cache/ (idempotent), writes the results under target/conformance/,
+# prints the pass counts, and exits non-zero when any scenario fails.
+set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+cd "$root"
+suite_version=0.2.0-alpha.12
+dest="${TOOLGATE_CACHE:-$root/.cache}/conformance"
+if [ ! -x "$dest/node_modules/.bin/conformance" ] || [ ! -x "$dest/node_modules/.bin/node" ] \
+  || ! grep -q "\"version\": \"$suite_version\"" "$dest/node_modules/@modelcontextprotocol/conformance/package.json" 2>/dev/null; then
+  npm install --silent --no-audit --no-fund --prefix "$dest" "@modelcontextprotocol/conformance@$suite_version" "node@22" >&2
+fi
+export PATH="$dest/node_modules/.bin:$PATH"
+echo "conformance $suite_version on node $(node --version)"
+
+cargo build --quiet --release -p toolgate-mcp --example conformance_server --example conformance_client
+bin="$root/target/release/examples"
+out="$root/target/conformance"
+rm -rf "$out"
+mkdir -p "$out"
+
+log="$out/server.out"
+"$bin/conformance_server" 127.0.0.1:0 > "$log" 2> "$out/server.err" &
+server_pid=$!
+trap 'kill "$server_pid" 2>/dev/null || true' EXIT
+for _ in $(seq 1 100); do
+  grep -q '^listening ' "$log" && break
+  kill -0 "$server_pid" 2>/dev/null || { cat "$out/server.err"; exit 1; }
+  sleep 0.1
+done
+url="$(sed -n 's/^listening //p' "$log")"
+[ -n "$url" ] || { echo "the fixture server did not start"; cat "$out/server.err"; exit 1; }
+
+status=0
+echo "== server scenarios (--requirements 2025-11-25) against $url"
+if ! conformance server --url "$url" --requirements 2025-11-25 -o "$out/server" > "$out/server.log" 2>&1; then
+  status=1
+fi
+sed -n '/=== SUMMARY ===/,$p' "$out/server.log"
+kill "$server_pid" 2>/dev/null || true
+
+echo "== client scenarios against toolgate's MCP client"
+for scenario in initialize tools_call sse-retry; do
+  if conformance client --command "$bin/conformance_client" --scenario "$scenario" -o "$out/client" \
+    > "$out/client-$scenario.log" 2>&1; then
+    echo "✓ $scenario: $(grep -E '^Passed:' "$out/client-$scenario.log" | tail -1)"
+  else
+    status=1
+    echo "✗ $scenario"
+    tail -20 "$out/client-$scenario.log"
+  fi
+done
+exit "$status"
