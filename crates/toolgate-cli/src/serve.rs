@@ -100,6 +100,11 @@ pub async fn run(
         .await
         .with_context(|| format!("cannot listen on {}", args.listen))?;
     let addr = listener.local_addr().context("cannot read the listening address")?;
+    // Without TCP_NODELAY a response written in pieces (an SSE event, then the end of the
+    // stream) waits for the client's delayed ACK: ~40 ms per MCP call.
+    let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+        let _ = tcp.set_nodelay(true);
+    });
     // The port chosen (for `:0`) is part of the gateway's own origin.
     let options = HttpOptions {
         listen: addr,

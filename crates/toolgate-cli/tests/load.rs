@@ -65,7 +65,7 @@ fn upstream() -> (Guard, String) {
 }
 
 /// Starts `toolgate serve` over that upstream with a SQLite store in `dir`; its MCP URL.
-fn gateway(dir: &Path, upstream: &str) -> (Guard, String) {
+fn gateway(dir: &Path, upstream: &str, store: &str) -> (Guard, String) {
     let config = dir.join("gateway.toml");
     std::fs::write(
         &config,
@@ -78,7 +78,7 @@ fn gateway(dir: &Path, upstream: &str) -> (Guard, String) {
         .arg("--workspace")
         .arg(dir)
         .arg("--store")
-        .arg(format!("sqlite://{}", dir.join("state.db").display()))
+        .arg(store)
         .args(["serve", "--listen", "127.0.0.1:0"])
         .env("XDG_CONFIG_HOME", dir.join(".no-config"))
         .env("XDG_DATA_HOME", dir.join(".data"))
@@ -123,6 +123,10 @@ async fn call(client: &RunningService<rmcp::RoleClient, ()>, tool: &str, n: usiz
     Ok(())
 }
 
+fn sqlite(dir: &Path) -> String {
+    format!("sqlite://{}", dir.join("state.db").display())
+}
+
 /// SIGTERM, then the exit status.
 fn stop(mut guard: Guard) -> std::process::ExitStatus {
     let pid = guard.0.id().to_string();
@@ -150,7 +154,7 @@ async fn journal(db: &Path, tool: &str) -> (i64, i64) {
 async fn sixty_four_clients_every_call_journaled() {
     let dir = tempfile::tempdir().unwrap();
     let (_upstream, upstream_url) = upstream();
-    let (serve, url) = gateway(dir.path(), &upstream_url);
+    let (serve, url) = gateway(dir.path(), &upstream_url, &sqlite(dir.path()));
     let started = Instant::now();
     let mut tasks = Vec::new();
     for _ in 0..CLIENTS {
@@ -218,22 +222,32 @@ async fn timed(url: &str, tool: &str, n: usize) -> Vec<Duration> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 #[ignore = "a measurement for BENCHMARKS.md, run by hand in release"]
 async fn added_latency() {
-    const N: usize = 5000;
+    let n: usize = std::env::var("TOOLGATE_LOAD_CALLS")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(5000);
     let dir = tempfile::tempdir().unwrap();
     let (_upstream, upstream_url) = upstream();
-    let (serve, url) = gateway(dir.path(), &upstream_url);
-    let direct = timed(&upstream_url, "noop", N).await;
-    let through = timed(&url, "fx__noop", N).await;
-    for p in [50, 99] {
-        let (d, g) = (percentile(&direct, p), percentile(&through, p));
-        eprintln!(
-            "p{p}: direct {:.0} µs, through the gateway {:.0} µs, added {:.0} µs",
-            d.as_secs_f64() * 1e6,
-            g.as_secs_f64() * 1e6,
-            (g.as_secs_f64() - d.as_secs_f64()) * 1e6
-        );
-    }
+    let direct = timed(&upstream_url, "noop", n).await;
+    let report = |what: &str, through: &[Duration]| {
+        for p in [50, 99] {
+            let (d, g) = (percentile(&direct, p), percentile(through, p));
+            eprintln!(
+                "{what} p{p}: direct {:.0} µs, through the gateway {:.0} µs, added {:.0} µs",
+                d.as_secs_f64() * 1e6,
+                g.as_secs_f64() * 1e6,
+                (g.as_secs_f64() - d.as_secs_f64()) * 1e6
+            );
+        }
+    };
+    let memory = dir.path().join("memory");
+    std::fs::create_dir_all(&memory).unwrap();
+    let (serve, url) = gateway(&memory, &upstream_url, "memory");
+    report("memory store", &timed(&url, "fx__noop", n).await);
+    assert!(stop(serve).success());
+    let (serve, url) = gateway(dir.path(), &upstream_url, &sqlite(dir.path()));
+    report("SQLite journal", &timed(&url, "fx__noop", n).await);
     assert!(stop(serve).success());
     let (all, _) = journal(&dir.path().join("state.db"), "fx__noop").await;
-    assert_eq!(all, (N + 200) as i64);
+    assert_eq!(all, (n + 200) as i64, "every measured call is journaled");
 }

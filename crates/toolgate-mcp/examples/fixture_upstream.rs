@@ -224,5 +224,10 @@ async fn serve_http(addr: &str) {
         println!("listening http://{local}/mcp");
     }
     let app = axum::Router::new().route_service("/mcp", service);
+    // As servers in the wild do (Node's http, uvicorn): without TCP_NODELAY a response written
+    // in pieces waits for the client's delayed ACK.
+    let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+        let _ = tcp.set_nodelay(true);
+    });
     let _ = axum::serve(listener, app).await;
 }
