@@ -607,3 +607,29 @@ impl Approver for ElicitApprover {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn media_results_go_out_as_content_blocks_and_other_arrays_as_text() {
+        let media = json!([
+            {"type": "text", "text": "a picture:"},
+            {"type": "image", "data": "iVBORw0KGgo=", "mimeType": "image/png"},
+            {"type": "resource", "resource": {"uri": "test://r", "mimeType": "text/plain", "text": "r"}}
+        ]);
+        let blocks = content_blocks(&media).unwrap();
+        assert_eq!(serde_json::to_value(&blocks).unwrap(), media);
+        // Data that merely is an array, or names an unknown block type, or misses a field, stays data.
+        for data in [
+            json!([1, 2, 3]),
+            json!([]),
+            json!([{"type": "row", "id": 1}]),
+            json!([{"type": "image", "mimeType": "image/png"}]),
+            json!({"type": "text", "text": "an object, not a list"}),
+        ] {
+            assert!(content_blocks(&data).is_none(), "{data}");
+        }
+    }
+}

@@ -35,6 +35,11 @@ struct Running {
 /// A gateway over the fixture upstream: `fx__echo`, `fx__add` allowed, `fx__crash` denied,
 /// `fx__slow` asked; bound to `listen` with an optional client token.
 async fn start(listen: &str, client_token: Option<&str>, timeout_ms: u64) -> Running {
+    start_via(listen, client_token, timeout_ms, Via::Queue).await
+}
+
+/// `start`, asks answered `via`.
+async fn start_via(listen: &str, client_token: Option<&str>, timeout_ms: u64, via: Via) -> Running {
     let metrics = Arc::new(Metrics::default());
     let config = EngineConfig {
         timeout_ms,
@@ -67,7 +72,7 @@ async fn start(listen: &str, client_token: Option<&str>, timeout_ms: u64) -> Run
         ..SessionOptions::default()
     });
     let queue = Queue::new(store.clone());
-    let gateway = Gateway::new(engine, Some(hub.clone()), factory, Via::Queue, Some(queue.clone()));
+    let gateway = Gateway::new(engine, Some(hub.clone()), factory, via, Some(queue.clone()));
     let listener = tokio::net::TcpListener::bind(listen).await.unwrap();
     let addr = listener.local_addr().unwrap();
     let options = HttpOptions {
@@ -477,5 +482,80 @@ async fn attacks_are_refused() {
         "{r}"
     );
     let _ = mcp.cancel().await;
+    gw.stop().await;
+}
+
+/// A client that answers elicitation asks from a script, and records what it was asked.
+#[derive(Clone, Default)]
+struct Eliciting {
+    answers: Arc<std::sync::Mutex<Vec<Value>>>,
+    asked: Arc<std::sync::Mutex<Vec<String>>>,
+}
+
+impl rmcp::ClientHandler for Eliciting {
+    fn get_info(&self) -> rmcp::model::ClientConfig {
+        serde_json::from_value(json!({
+            "protocolVersion": "2025-11-25",
+            "capabilities": {"elicitation": {}},
+            "clientInfo": {"name": "eliciting-test-client", "version": "1.0.0"}
+        }))
+        .unwrap()
+    }
+
+    async fn create_elicitation(
+        &self,
+        request: rmcp::model::ElicitRequestParams,
+        _: rmcp::service::RequestContext<rmcp::RoleClient>,
+    ) -> Result<rmcp::model::ElicitResult, rmcp::ErrorData> {
+        let request = serde_json::to_value(&request).unwrap();
+        self.asked
+            .lock()
+            .unwrap()
+            .push(request["message"].as_str().unwrap_or_default().to_owned());
+        let answer = self.answers.lock().unwrap().remove(0);
+        Ok(serde_json::from_value(answer).unwrap())
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn asks_go_to_the_client_by_elicitation_when_configured() {
+    let gw = start_via("127.0.0.1:0", None, 5_000, Via::Elicitation).await;
+    let handler = Eliciting::default();
+    *handler.answers.lock().unwrap() = vec![
+        json!({"action": "accept", "content": {"decision": "approve_once"}}),
+        json!({"action": "accept", "content": {"decision": "reject", "reason": "not now"}}),
+        json!({"action": "decline"}),
+    ];
+    let transport = StreamableHttpClientTransport::from_uri(gw.url("/mcp"));
+    let mcp = handler.clone().serve(transport).await.expect("MCP handshake");
+    // Approved once: the asked tool runs.
+    let result = mcp.call_tool(params("fx__slow", json!({"ms": 50}))).await.unwrap();
+    assert_ne!(result.is_error, Some(true), "{}", text(&result));
+    assert_eq!(text(&result), "slept 50 ms");
+    let asked = handler.asked.lock().unwrap().clone();
+    assert_eq!(asked.len(), 1);
+    assert!(asked[0].contains("fx__slow"), "the ask names the tool: {}", asked[0]);
+    // Rejected with a reason, then declined: refusals with the error contract, the tool not run.
+    for expected in ["not now", "declined"] {
+        let result = mcp.call_tool(params("fx__slow", json!({"ms": 60}))).await.unwrap();
+        assert_eq!(result.is_error, Some(true));
+        let body: Value = serde_json::from_str(&text(&result)).unwrap();
+        assert_eq!(body["error"]["type"], "rejected_by_user", "{body}");
+        assert!(body.to_string().contains(expected), "{body}");
+    }
+    assert_eq!(
+        handler.asked.lock().unwrap().len(),
+        3,
+        "one ask per call (approve_once)"
+    );
+    let _ = mcp.cancel().await;
+    // A client without the elicitation capability cannot be asked: the ask is denied.
+    let plain = client(gw.url("/mcp"), None).await;
+    let result = plain.call_tool(params("fx__slow", json!({"ms": 70}))).await.unwrap();
+    assert_eq!(result.is_error, Some(true));
+    let body: Value = serde_json::from_str(&text(&result)).unwrap();
+    assert_eq!(body["error"]["type"], "permission_denied", "{body}");
+    assert_eq!(body["error"]["source"], "non_interactive_deny", "{body}");
+    let _ = plain.cancel().await;
     gw.stop().await;
 }
