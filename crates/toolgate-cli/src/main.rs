@@ -240,12 +240,11 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             None => Arc::new(toolgate_core::store::MemoryStore::new()),
         };
         let hub = toolgate_mcp::Hub::start(engine.clone(), builtins.clone(), hub_store, upstreams).await;
-        for (name, state) in hub.servers() {
+        for state in hub.servers().into_values() {
             if let toolgate_mcp::ServerState::Failed { reason } = state {
                 eprintln!(
                     "toolgate: warning: {reason}; its tools are missing until it starts (retried in the background)"
                 );
-                let _ = name;
             }
         }
         Some(hub)

@@ -54,13 +54,9 @@ pub fn init() -> Telemetry {
         let _ = tracing_subscriber::registry().with(fmt).try_init();
         return Telemetry { provider: None };
     };
-    // toolgate's own spans (calls, MCP requests), whatever the log level on stderr.
-    let ours = Targets::new()
-        .with_target("toolgate", LevelFilter::INFO)
-        .with_target("toolgate_core", LevelFilter::INFO)
-        .with_target("toolgate_mcp", LevelFilter::INFO)
-        .with_target("toolgate_tools", LevelFilter::INFO)
-        .with_target("toolgate_llm", LevelFilter::INFO);
+    // toolgate's own spans (calls, MCP requests), whatever the log level on stderr: a target
+    // matches by prefix, so this takes every toolgate crate.
+    let ours = Targets::new().with_target("toolgate", LevelFilter::INFO);
     let otel = tracing_opentelemetry::layer()
         .with_tracer(provider.tracer("toolgate"))
         .with_filter(ours);

@@ -11,42 +11,20 @@ use rmcp::model::CallToolRequestParams;
 use rmcp::service::RunningService;
 use rmcp::transport::StreamableHttpClientTransport;
 use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 use toolgate_mcp::rmcp;
+
+mod common;
+use common::{Guard, fixture_upstream};
 
 const CLIENTS: usize = 64;
 const CALLS: usize = 500;
 
-/// Kills the child (and waits) on drop.
-struct Guard(Child);
-
-impl Drop for Guard {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// The fixture upstream, built beside this test by `cargo test` (it builds every example).
-fn fixture() -> PathBuf {
-    let bin = PathBuf::from(env!("CARGO_BIN_EXE_toolgate"));
-    let path = bin
-        .parent()
-        .map(|d| d.join("examples").join("fixture_upstream"))
-        .unwrap_or_default();
-    assert!(
-        path.is_file(),
-        "{} is missing: run the workspace's tests with `cargo test` (it builds the examples)",
-        path.display()
-    );
-    path
-}
-
 /// Starts the fixture upstream on streamable HTTP; its URL.
 fn upstream() -> (Guard, String) {
-    let mut child = Command::new(fixture())
+    let mut child = Command::new(fixture_upstream())
         .args(["normal", "--http", "127.0.0.1:0"])
         .stdout(Stdio::piped())
         .stderr(Stdio::null())

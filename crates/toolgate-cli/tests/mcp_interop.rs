@@ -9,7 +9,10 @@
 use serde_json::Value;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
+
+mod common;
+use common::Guard;
 
 fn peer(var: &str) -> Option<PathBuf> {
     let found = std::env::var_os(var).map(PathBuf::from).filter(|p| p.exists());
@@ -21,16 +24,6 @@ fn peer(var: &str) -> Option<PathBuf> {
         eprintln!("skipped: {var} is not set (scripts/peers.sh installs the MCP peers)");
     }
     found
-}
-
-/// Kills the child (and waits) on drop.
-struct Guard(Child);
-
-impl Drop for Guard {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
 }
 
 fn free_port() -> u16 {

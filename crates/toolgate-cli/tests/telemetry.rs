@@ -5,24 +5,13 @@
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpListener;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 use std::sync::mpsc;
 use std::time::Duration;
 
-fn fixture() -> PathBuf {
-    let bin = PathBuf::from(env!("CARGO_BIN_EXE_toolgate"));
-    let path = bin
-        .parent()
-        .map(|d| d.join("examples").join("fixture_upstream"))
-        .unwrap_or_default();
-    assert!(
-        path.is_file(),
-        "{} is missing: run the workspace's tests with `cargo test` (it builds the examples)",
-        path.display()
-    );
-    path
-}
+mod common;
+use common::fixture_upstream;
 
 /// A collector: answers every POST with 200 and hands over (path, body).
 fn collector() -> (String, mpsc::Receiver<(String, Vec<u8>)>) {
@@ -80,7 +69,7 @@ fn call_meta(dir: &Path, endpoint: Option<&str>) -> serde_json::Value {
         &config,
         format!(
             "[mcp_servers.fx]\ncommand = {:?}\nargs = [\"normal\"]\ntrust_annotations = true\n[permissions]\nallow = [\"fx__meta\"]\n",
-            fixture().display().to_string()
+            fixture_upstream().display().to_string()
         ),
     )
     .unwrap();

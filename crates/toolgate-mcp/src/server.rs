@@ -100,6 +100,13 @@ pub trait Extension: Send + Sync {
     }
 }
 
+/// A gateway without an extension: tools only.
+struct NoExtension;
+
+impl Extension for NoExtension {
+    fn capabilities(&self, _: &mut ServerCapabilities) {}
+}
+
 /// Builds a session's options for a new client (workspace, policy, store); the gateway sets
 /// the approver.
 pub type SessionFactory = Arc<dyn Fn() -> SessionOptions + Send + Sync>;
@@ -161,6 +168,15 @@ impl Gateway {
             });
         }
         gateway
+    }
+
+    /// What it serves besides tools: the one set, else nothing (the trait's defaults).
+    fn extension(&self) -> &dyn Extension {
+        static NONE: NoExtension = NoExtension;
+        match self.extension.get() {
+            Some(e) => e.as_ref(),
+            None => &NONE,
+        }
     }
 
     /// Serves `extension` besides the tools (once; a second call is refused).
@@ -254,9 +270,7 @@ impl Gateway {
             .enable_tools()
             .enable_tool_list_changed()
             .build();
-        if let Some(extension) = self.extension.get() {
-            extension.capabilities(&mut capabilities);
-        }
+        self.extension().capabilities(&mut capabilities);
         InitializeResult::new(capabilities).with_server_info(Implementation::new("toolgate", env!("CARGO_PKG_VERSION")))
     }
 
@@ -456,10 +470,7 @@ impl ServerHandler for GatewayHandler {
         _request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListPromptsResult, McpError> {
-        match self.gateway.extension.get() {
-            Some(e) => e.list_prompts(context).await,
-            None => Ok(ListPromptsResult::default()),
-        }
+        self.gateway.extension().list_prompts(context).await
     }
 
     async fn get_prompt(
@@ -467,10 +478,11 @@ impl ServerHandler for GatewayHandler {
         request: GetPromptRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, McpError> {
-        match self.gateway.extension.get() {
-            Some(e) => e.get_prompt(request, context).await.map(GetPromptResponse::Complete),
-            None => Err(McpError::method_not_found::<GetPromptRequestMethod>()),
-        }
+        self.gateway
+            .extension()
+            .get_prompt(request, context)
+            .await
+            .map(GetPromptResponse::Complete)
     }
 
     async fn list_resources(
@@ -478,10 +490,7 @@ impl ServerHandler for GatewayHandler {
         _request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, McpError> {
-        match self.gateway.extension.get() {
-            Some(e) => e.list_resources(context).await,
-            None => Ok(ListResourcesResult::default()),
-        }
+        self.gateway.extension().list_resources(context).await
     }
 
     async fn list_resource_templates(
@@ -489,10 +498,7 @@ impl ServerHandler for GatewayHandler {
         _request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListResourceTemplatesResult, McpError> {
-        match self.gateway.extension.get() {
-            Some(e) => e.list_resource_templates(context).await,
-            None => Ok(ListResourceTemplatesResult::default()),
-        }
+        self.gateway.extension().list_resource_templates(context).await
     }
 
     async fn read_resource(
@@ -500,13 +506,11 @@ impl ServerHandler for GatewayHandler {
         request: ReadResourceRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, McpError> {
-        match self.gateway.extension.get() {
-            Some(e) => e
-                .read_resource(request, context)
-                .await
-                .map(ReadResourceResponse::Complete),
-            None => Err(McpError::method_not_found::<ReadResourceRequestMethod>()),
-        }
+        self.gateway
+            .extension()
+            .read_resource(request, context)
+            .await
+            .map(ReadResourceResponse::Complete)
     }
 
     async fn subscribe(
@@ -514,10 +518,7 @@ impl ServerHandler for GatewayHandler {
         request: SubscribeRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
-        match self.gateway.extension.get() {
-            Some(e) => e.subscribe(request, context).await,
-            None => Err(McpError::method_not_found::<SubscribeRequestMethod>()),
-        }
+        self.gateway.extension().subscribe(request, context).await
     }
 
     async fn unsubscribe(
@@ -525,10 +526,7 @@ impl ServerHandler for GatewayHandler {
         request: UnsubscribeRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
-        match self.gateway.extension.get() {
-            Some(e) => e.unsubscribe(request, context).await,
-            None => Err(McpError::method_not_found::<UnsubscribeRequestMethod>()),
-        }
+        self.gateway.extension().unsubscribe(request, context).await
     }
 
     async fn complete(
@@ -536,10 +534,7 @@ impl ServerHandler for GatewayHandler {
         request: CompleteRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CompleteResult, McpError> {
-        match self.gateway.extension.get() {
-            Some(e) => e.complete(request, context).await,
-            None => Ok(CompleteResult::default()),
-        }
+        self.gateway.extension().complete(request, context).await
     }
 
     #[allow(deprecated)]
@@ -548,10 +543,7 @@ impl ServerHandler for GatewayHandler {
         request: SetLevelRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
-        match self.gateway.extension.get() {
-            Some(e) => e.set_level(request, context).await,
-            None => Err(McpError::method_not_found::<SetLevelRequestMethod>()),
-        }
+        self.gateway.extension().set_level(request, context).await
     }
 }
 

@@ -40,3 +40,29 @@ pub fn assert_usage_error(out: &std::process::Output, needle: &str) {
     );
     assert_eq!(stderr.trim_end().lines().count(), 1, "one line: {stderr:?}");
 }
+
+/// Kills the child (and waits for it) on drop, so a failing test leaves no server behind.
+pub struct Guard(pub std::process::Child);
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// The fixture MCP server of toolgate-mcp (`examples/fixture_upstream.rs`), built beside the
+/// `toolgate` binary by `cargo test` (it builds every example of the workspace).
+pub fn fixture_upstream() -> std::path::PathBuf {
+    let bin = std::path::PathBuf::from(env!("CARGO_BIN_EXE_toolgate"));
+    let path = bin
+        .parent()
+        .map(|d| d.join("examples").join("fixture_upstream"))
+        .unwrap_or_default();
+    assert!(
+        path.is_file(),
+        "{} is missing: run the workspace's tests with `cargo test` (it builds the examples)",
+        path.display()
+    );
+    path
+}
