@@ -46,7 +46,13 @@ impl<S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'
     }
 }
 
+/// One capture at a time: tracing caches each callsite's interest globally, and a callsite first
+/// hit while another test's scoped subscriber is being set up can be cached as uninteresting,
+/// so the span never reaches this test's subscriber (seen once under CI load).
+static CAPTURING: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 async fn spans_of(config: EngineConfig, tool: &str) -> Vec<(String, BTreeMap<String, String>)> {
+    let _one = CAPTURING.lock().await;
     let spans: Spans = Arc::default();
     let subscriber = tracing_subscriber::registry().with(Capture(spans.clone()));
     let _guard = tracing::subscriber::set_default(subscriber);
