@@ -5,7 +5,7 @@
 //! must hold for every simple command of the line (see [`crate::shell`]); a prefix rule never
 //! allows a program that runs its arguments as code (`bash -c`, `eval`, `xargs`…).
 
-use crate::shell::{Analysis, SimpleCommand};
+use crate::shell::{Analysis, Program};
 use crate::tool::PermissionSubject;
 use globset::{Glob, GlobMatcher};
 use serde::Deserialize;
@@ -146,15 +146,36 @@ impl Rule {
         self.pattern.is_none()
     }
 
-    /// Whether this one simple command matches the rule's pattern.
-    fn matches_command(&self, c: &SimpleCommand) -> bool {
+    /// Whether the rule's pattern covers one program, for allow: as written (`./git` is not
+    /// `git`), and never by prefix or glob when the program runs code from its arguments.
+    fn allows_program(&self, p: &Program) -> bool {
+        if p.dynamic {
+            return false;
+        }
+        let written = written_words(p);
         match &self.pattern {
             None => true,
-            Some(Pattern::Exact(_, words)) => words.as_deref() == Some(c.words.as_slice()),
+            Some(Pattern::Exact(_, words)) => words.as_deref() == Some(written.as_slice()),
             Some(Pattern::Prefix(_, words)) => {
-                !c.wrapper && words.as_ref().is_some_and(|w| !w.is_empty() && c.words.starts_with(w))
+                !p.runs_code && words.as_ref().is_some_and(|w| !w.is_empty() && written.starts_with(w))
             }
-            Some(Pattern::Glob(g)) => !c.wrapper && g.is_match(c.words.join(" ")),
+            Some(Pattern::Glob(g)) => !p.runs_code && g.is_match(written.join(" ")),
+            Some(Pattern::Domain(_)) => false,
+        }
+    }
+
+    /// Whether the rule's pattern names one program, for deny and ask: by its program name or
+    /// as written, wrappers or not.
+    fn names_program(&self, p: &Program) -> bool {
+        let written = written_words(p);
+        let forms = [p.words.as_slice(), written.as_slice()];
+        match &self.pattern {
+            None => true,
+            Some(Pattern::Exact(_, words)) => words.as_deref().is_some_and(|w| forms.contains(&w)),
+            Some(Pattern::Prefix(_, words)) => words
+                .as_ref()
+                .is_some_and(|w| !w.is_empty() && forms.iter().any(|f| f.starts_with(w))),
+            Some(Pattern::Glob(g)) => forms.iter().any(|f| g.is_match(f.join(" "))),
             Some(Pattern::Domain(_)) => false,
         }
     }
@@ -180,15 +201,16 @@ impl Rule {
         match subject {
             _ if self.is_bare() => true,
             Subject::None => false,
-            Subject::Command(a) => a.commands.iter().any(|c| self.matches_command(c)),
+            // A program whose name is computed at run time may be any program: fail closed.
+            Subject::Command(a) => a.dynamic.is_some() || a.programs.iter().any(|p| self.names_program(p)),
             Subject::Path(p) => normalize_path(p).is_some_and(|p| self.matches_text(&p, false)),
             Subject::Url(u) => self.matches_text(u, true),
         }
     }
 
-    /// Whether the rule covers one simple command of `tool` (allow, every command in turn).
-    pub fn covers_command(&self, tool: &str, c: &SimpleCommand) -> bool {
-        self.names_tool(tool) && self.matches_command(c)
+    /// Whether the rule allows one program of `tool` (allow, every program in turn).
+    pub fn allows_program_of(&self, tool: &str, p: &Program) -> bool {
+        self.names_tool(tool) && self.allows_program(p)
     }
 
     /// Whether the rule allows this whole call (allow): bare, or the subject matches; for command
@@ -216,7 +238,8 @@ impl Rule {
 }
 
 /// Whether `rules` allow the call: a bare rule for the tool, or — for a command line that is not
-/// opaque — every simple command matched by some rule; for other subjects, a matching rule.
+/// opaque — every program it runs (what its wrappers run included) matched by some rule; for
+/// other subjects, a matching rule.
 pub fn allows(rules: &[&Rule], tool: &str, subject: &Subject) -> bool {
     if rules.iter().any(|r| r.names_tool(tool) && r.is_bare()) {
         return true;
@@ -224,13 +247,23 @@ pub fn allows(rules: &[&Rule], tool: &str, subject: &Subject) -> bool {
     match subject {
         Subject::Command(a) => {
             a.opaque.is_none()
-                && !a.commands.is_empty()
-                && a.commands
+                && a.dynamic.is_none()
+                && !a.programs.is_empty()
+                && a.programs
                     .iter()
-                    .all(|c| rules.iter().any(|r| r.covers_command(tool, c)))
+                    .all(|p| rules.iter().any(|r| r.allows_program_of(tool, p)))
         }
         other => rules.iter().any(|r| r.covers_whole(tool, other)),
     }
+}
+
+/// A program's words with its command word as written.
+fn written_words(p: &Program) -> Vec<String> {
+    let mut w = p.words.clone();
+    if let Some(first) = w.first_mut() {
+        first.clone_from(&p.written);
+    }
+    w
 }
 
 fn words_of(pattern: &str) -> Option<Vec<String>> {

@@ -1,0 +1,754 @@
+//! Shell command lines reduced to the programs they can run, with a real bash parser
+//! (brush-parser), never by splitting strings. One analysis serves the allow, ask and deny rules
+//! and `exec_shell`'s catastrophic list.
+//!
+//! - [`Analysis::commands`] are the simple commands as written. Allow rules must cover every one
+//!   of them, and never cover a line that is *opaque*: one that cannot be parsed, or part of
+//!   which is not visible as literal words (variable, tilde or arithmetic expansion, command or
+//!   process substitution, environment assignments, control flow, function definitions,
+//!   here-documents that expand, redirections that write outside the workspace).
+//! - [`Analysis::programs`] are every program the line can run: each simple command, then what
+//!   its wrappers run (`env`, `command`, `exec`, `nice`, `timeout`, `sudo`, `xargs`,
+//!   `find -exec`, … see [`unwrap`]), with a path resolved to its program name (`/usr/bin/rm` is
+//!   `rm`), and the scripts interpreters are given inline (`bash -c`, `eval`, here-strings,
+//!   here-documents and literal text piped into a shell) parsed the same way, recursively. Deny
+//!   and ask rules match when *any* of them matches.
+//! - [`Analysis::dynamic`] says why a program name is computed at run time (`$x`, `$(…)`,
+//!   backquotes, a glob or brace expansion as the command name, a script read from a pipe):
+//!   deny rules fail closed on such a line.
+//!
+//! Variables assigned a literal value in the line are followed (`x=rm; $x …` runs `rm`); a
+//! variable assigned two different values, or never assigned, is unknown. The working directory
+//! is followed through `cd`/`pushd`, so the catastrophic list can see `cd / && rm -rf *`.
+
+pub mod unwrap;
+
+use brush_parser::ParserOptions;
+use brush_parser::ast::{
+    AndOr, AndOrList, AssignmentName, AssignmentValue, Command, CommandPrefixOrSuffixItem, CompoundCommand,
+    CompoundList, IoFileRedirectKind, IoFileRedirectTarget, IoRedirect, Pipeline, SimpleCommand as AstSimple, Word,
+};
+use brush_parser::word::{Parameter, ParameterExpr, TildeExpr, WordPiece, WordPieceWithSource};
+use std::collections::HashMap;
+
+pub use unwrap::WRAPPERS;
+
+/// One simple command as literal words.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SimpleCommand {
+    /// The words after quote removal; a word that could not be made literal is kept as written.
+    pub words: Vec<String>,
+    /// Whether the command runs its arguments as code (`bash -c`, `eval`, `xargs`…).
+    pub wrapper: bool,
+}
+
+/// One program the line can run.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Program {
+    /// The program's name (the last part of its path) followed by its arguments.
+    pub words: Vec<String>,
+    /// The command word as written (`/usr/bin/rm`, `./git`), for allow rules.
+    pub written: String,
+    /// The name is computed at run time; `words[0]` is then the text as written.
+    pub dynamic: bool,
+    /// It runs code taken from its arguments (an interpreter, a wrapper, `git -c core.pager=…`):
+    /// prefix and glob allow rules never cover it.
+    pub runs_code: bool,
+    /// The directory it runs in, relative to where the line starts (`.`), absolute, under `~`,
+    /// or `None` when a `cd` went somewhere not known in advance.
+    pub cwd: Option<String>,
+}
+
+impl Program {
+    /// The program name.
+    pub fn name(&self) -> &str {
+        self.words.first().map_or("", String::as_str)
+    }
+}
+
+/// A file an output redirection writes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Write {
+    /// The target with known variables substituted (`~` for home, unknown variables empty).
+    pub path: String,
+    /// The target depends on something not known in advance (a variable, a glob, braces).
+    pub dynamic: bool,
+    /// The directory the line was in, as for [`Program::cwd`].
+    pub cwd: Option<String>,
+}
+
+/// What a command line runs, as far as can be seen.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Analysis {
+    /// Every simple command as written, in order, including those inside substitutions.
+    pub commands: Vec<SimpleCommand>,
+    /// Every program the line can run, wrappers unwrapped and inline scripts parsed.
+    pub programs: Vec<Program>,
+    /// Why no rule can allow this line, if none can.
+    pub opaque: Option<String>,
+    /// Why some program it runs is not known before it runs, if so.
+    pub dynamic: Option<String>,
+    /// Every file an output redirection writes to.
+    pub writes: Vec<Write>,
+    /// Functions that call themselves (a fork bomb's shape).
+    pub recursive_functions: Vec<String>,
+}
+
+/// How deep substitutions and inline scripts inside each other are followed.
+const MAX_NESTING: usize = 8;
+/// At most this many programs are listed; past it the line is opaque and dynamic.
+const MAX_PROGRAMS: usize = 4096;
+
+/// Analyses a command line.
+pub fn analyze(line: &str) -> Analysis {
+    let mut w = Walker {
+        out: Analysis::default(),
+        options: ParserOptions::default(),
+        vars: HashMap::new(),
+        cwd: Some(".".into()),
+        stdin: Stdin::Closed,
+        functions: Vec::new(),
+    };
+    w.line(line, 0);
+    w.out
+}
+
+/// A word after expansion, as far as it can be known.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Expanded {
+    /// Known variables substituted, `~` for home, unknown variables and substitutions empty.
+    pub text: String,
+    /// Part of it is computed at run time.
+    pub dynamic: bool,
+    /// It holds an unquoted glob or brace expansion.
+    pub pattern: bool,
+}
+
+/// What a command reads on stdin, as far as the line shows.
+#[derive(Clone, Debug)]
+enum Stdin {
+    Closed,
+    Text(String),
+    Unknown,
+}
+
+#[derive(Clone, Debug)]
+enum Var {
+    Known(String),
+    Unknown,
+}
+
+struct Walker {
+    out: Analysis,
+    options: ParserOptions,
+    vars: HashMap<String, Var>,
+    cwd: Option<String>,
+    stdin: Stdin,
+    functions: Vec<String>,
+}
+
+impl Walker {
+    fn opaque(&mut self, why: &str) {
+        if self.out.opaque.is_none() {
+            self.out.opaque = Some(why.to_owned());
+        }
+    }
+
+    fn dynamic(&mut self, why: String) {
+        self.opaque("what it runs is not known in advance");
+        if self.out.dynamic.is_none() {
+            self.out.dynamic = Some(why);
+        }
+    }
+
+    fn line(&mut self, line: &str, depth: usize) {
+        if depth > MAX_NESTING {
+            self.dynamic("it nests scripts and substitutions too deeply to check".into());
+            return;
+        }
+        let mut parser = brush_parser::Parser::new(line.as_bytes(), &self.options);
+        match parser.parse_program() {
+            Ok(program) => {
+                for complete in &program.complete_commands {
+                    self.list(complete, depth);
+                }
+            }
+            Err(_) => {
+                self.opaque("it cannot be parsed as a shell command line");
+                if depth > 0 {
+                    self.dynamic("a script it runs cannot be parsed".into());
+                }
+            }
+        }
+    }
+
+    fn list(&mut self, list: &CompoundList, depth: usize) {
+        for item in &list.0 {
+            self.and_or(&item.0, depth);
+        }
+    }
+
+    fn and_or(&mut self, a: &AndOrList, depth: usize) {
+        self.pipeline(&a.first, depth);
+        for next in &a.additional {
+            match next {
+                AndOr::And(p) | AndOr::Or(p) => self.pipeline(p, depth),
+            }
+        }
+    }
+
+    fn pipeline(&mut self, p: &Pipeline, depth: usize) {
+        let outer = std::mem::replace(&mut self.stdin, Stdin::Closed);
+        for (i, c) in p.seq.iter().enumerate() {
+            self.stdin = if i == 0 {
+                outer.clone()
+            } else {
+                literal_output(&p.seq[i - 1]).map_or(Stdin::Unknown, Stdin::Text)
+            };
+            self.command(c, depth);
+        }
+        self.stdin = outer;
+    }
+
+    fn command(&mut self, c: &Command, depth: usize) {
+        match c {
+            Command::Simple(s) => self.simple(s, depth),
+            Command::Compound(compound, redirects) => {
+                if let Some(r) = redirects {
+                    for redirect in &r.0 {
+                        self.redirect(redirect, depth);
+                    }
+                }
+                self.compound(compound, depth);
+            }
+            Command::Function(f) => {
+                self.opaque("it defines a shell function");
+                let name = f.fname.value.clone();
+                self.functions.push(name.clone());
+                let before = self.out.programs.len();
+                // Its body is listed, so deny rules and the catastrophic list see what it would run.
+                self.compound(&f.body.0, depth);
+                self.functions.pop();
+                if self.out.programs[before..].iter().any(|p| p.words[0] == name) {
+                    self.out.recursive_functions.push(name);
+                }
+            }
+            Command::ExtendedTest(..) => self.opaque("it uses a [[ … ]] test"),
+        }
+    }
+
+    /// Groups are transparent; control flow makes the line opaque, and its bodies are listed.
+    fn compound(&mut self, compound: &CompoundCommand, depth: usize) {
+        match compound {
+            CompoundCommand::Subshell(s) => self.list(&s.list, depth),
+            CompoundCommand::BraceGroup(b) => self.list(&b.list, depth),
+            other => {
+                self.opaque("it uses control flow (loops, conditionals or arithmetic)");
+                match other {
+                    CompoundCommand::ForClause(f) => {
+                        // The loop variable takes values the walk does not follow.
+                        self.vars.insert(f.variable_name.clone(), Var::Unknown);
+                        self.list(&f.body.list, depth);
+                    }
+                    CompoundCommand::ArithmeticForClause(f) => self.list(&f.body.list, depth),
+                    CompoundCommand::CaseClause(c) => {
+                        for item in &c.cases {
+                            if let Some(cmd) = &item.cmd {
+                                self.list(cmd, depth);
+                            }
+                        }
+                    }
+                    CompoundCommand::IfClause(i) => {
+                        self.list(&i.condition, depth);
+                        self.list(&i.then, depth);
+                        for e in i.elses.iter().flatten() {
+                            if let Some(c) = &e.condition {
+                                self.list(c, depth);
+                            }
+                            self.list(&e.body, depth);
+                        }
+                    }
+                    CompoundCommand::WhileClause(w) | CompoundCommand::UntilClause(w) => {
+                        self.list(&w.0, depth);
+                        self.list(&w.1.list, depth);
+                    }
+                    CompoundCommand::Coprocess(c) => self.command(&c.body, depth),
+                    _ => {}
+                }
+            }
+        }
+    }
+
+    fn assign(&mut self, name: &AssignmentName, value: &AssignmentValue, depth: usize) {
+        let AssignmentName::VariableName(name) = name else {
+            return;
+        };
+        let value = match value {
+            AssignmentValue::Scalar(w) => {
+                let e = self.word(w, depth);
+                (!e.dynamic && !e.pattern).then_some(e.text)
+            }
+            AssignmentValue::Array(_) => None,
+        };
+        self.set_var(name, value);
+    }
+
+    /// A second, different value makes a variable unknown: the walk does not follow control flow.
+    fn set_var(&mut self, name: &str, value: Option<String>) {
+        let next = match (self.vars.get(name), value) {
+            (None, Some(v)) => Var::Known(v),
+            (Some(Var::Known(old)), Some(v)) if *old == v => Var::Known(v),
+            _ => Var::Unknown,
+        };
+        self.vars.insert(name.to_owned(), next);
+    }
+
+    fn simple(&mut self, s: &AstSimple, depth: usize) {
+        let mut words: Vec<Expanded> = Vec::new();
+        let prefix_len = s.prefix.as_ref().map_or(0, |p| p.0.len());
+        let items = s
+            .prefix
+            .iter()
+            .flat_map(|p| p.0.iter())
+            .chain(s.suffix.iter().flat_map(|p| p.0.iter()));
+        let mut name_seen = false;
+        let mut assignments = Vec::new();
+        // Here-strings and here-documents on this command are its stdin.
+        let stdin_before = self.stdin.clone();
+        for (i, item) in items.enumerate() {
+            // The command name sits between prefix and suffix.
+            if !name_seen && i >= prefix_len {
+                name_seen = true;
+                if let Some(name) = &s.word_or_name {
+                    let e = self.word(name, depth);
+                    words.push(e);
+                }
+            }
+            match item {
+                CommandPrefixOrSuffixItem::Word(w) => {
+                    let e = self.word(w, depth);
+                    words.push(e);
+                }
+                // After the command name, `a=b` is an ordinary argument (`dd of=x`).
+                CommandPrefixOrSuffixItem::AssignmentWord(_, w) if name_seen => {
+                    let e = self.word(w, depth);
+                    words.push(e);
+                }
+                CommandPrefixOrSuffixItem::AssignmentWord(a, _) => assignments.push(a),
+                CommandPrefixOrSuffixItem::IoRedirect(r) => self.redirect(r, depth),
+                CommandPrefixOrSuffixItem::ProcessSubstitution(_, sub) => {
+                    self.opaque("it uses process substitution");
+                    self.list(&sub.list, depth + 1);
+                }
+            }
+        }
+        if !name_seen && let Some(name) = &s.word_or_name {
+            let e = self.word(name, depth);
+            words.push(e);
+        }
+        if words.is_empty() {
+            // Assignments alone set shell variables for the rest of the line.
+            for a in assignments {
+                self.assign(&a.name, &a.value, depth);
+            }
+            self.stdin = stdin_before;
+            return;
+        }
+        if !assignments.is_empty() {
+            self.opaque("it sets environment variables for the command");
+            for a in assignments {
+                // Evaluated for their substitutions; they do not outlive the command.
+                if let AssignmentValue::Scalar(w) = &a.value {
+                    self.word(w, depth);
+                }
+            }
+        }
+        let head = unwrap::program_name(&words[0].text).to_owned();
+        self.out.commands.push(SimpleCommand {
+            words: words.iter().map(|w| w.text.clone()).collect(),
+            wrapper: WRAPPERS.contains(&head.as_str()),
+        });
+        self.run(&words, depth);
+        self.stdin = stdin_before;
+    }
+
+    /// Lists the program `words` runs and, through its wrappers, what that runs.
+    fn run(&mut self, words: &[Expanded], depth: usize) {
+        let Some(first) = words.first() else {
+            return;
+        };
+        if self.out.programs.len() >= MAX_PROGRAMS {
+            self.dynamic("it runs too many programs to check".into());
+            return;
+        }
+        let texts: Vec<String> = words.iter().map(|w| w.text.clone()).collect();
+        if first.dynamic || first.pattern || first.text.is_empty() {
+            let why = format!(
+                "the program name {:?} is computed at run time (a variable, substitution, glob or brace expansion)",
+                first.text
+            );
+            self.out.programs.push(Program {
+                words: texts,
+                written: first.text.clone(),
+                dynamic: true,
+                runs_code: true,
+                cwd: self.cwd.clone(),
+            });
+            self.dynamic(why);
+            return;
+        }
+        let name = unwrap::program_name(&first.text).to_owned();
+        let mut program_words = texts.clone();
+        program_words[0] = name.clone();
+        let runs_code = WRAPPERS.contains(&name.as_str()) || unwrap::runs_code_from_options(&name, &texts[1..]);
+        self.out.programs.push(Program {
+            words: program_words,
+            written: first.text.clone(),
+            dynamic: false,
+            runs_code,
+            cwd: self.cwd.clone(),
+        });
+        match unwrap::inner(&name, words) {
+            unwrap::Inner::None => {}
+            unwrap::Inner::Command(rest) => self.run(rest, depth),
+            unwrap::Inner::Commands(list) => {
+                for rest in list {
+                    self.run(rest, depth);
+                }
+            }
+            unwrap::Inner::Script(word) => {
+                if word.dynamic {
+                    self.dynamic(format!("{name} runs a script computed at run time"));
+                } else {
+                    self.script(&word.text, depth);
+                }
+            }
+            unwrap::Inner::Stdin => match self.stdin.clone() {
+                Stdin::Text(t) => self.script(&t, depth),
+                Stdin::Closed => {}
+                Stdin::Unknown => self.dynamic(format!("{name} runs a script read from its input")),
+            },
+            unwrap::Inner::ScriptFile(path) => {
+                // A script the line itself writes or names earlier (`> s.sh`, `tee s.sh`,
+                // `curl -o s.sh`) holds what the line put there: not known in advance.
+                let same = |t: &str| clean(t) == clean(&path.text);
+                let made_here = self.out.writes.iter().any(|w| same(&w.path))
+                    || self.out.programs[..self.out.programs.len().saturating_sub(1)]
+                        .iter()
+                        .any(|p| p.words[1..].iter().any(|w| same(w)));
+                if path.dynamic || made_here {
+                    self.dynamic(format!("{name} runs a script file the line writes or computes"));
+                }
+            }
+            unwrap::Inner::Unknowable(why) => self.dynamic(why),
+        }
+        self.follow_cd(&name, &words[1..]);
+    }
+
+    /// A script inline: parsed with the variables and directory of the line so far.
+    fn script(&mut self, text: &str, depth: usize) {
+        let stdin = std::mem::replace(&mut self.stdin, Stdin::Closed);
+        self.line(text, depth + 1);
+        self.stdin = stdin;
+    }
+
+    fn follow_cd(&mut self, name: &str, args: &[Expanded]) {
+        match name {
+            "cd" | "pushd" => {
+                let target = args.iter().find(|a| !a.text.starts_with('-') || a.text == "-");
+                self.cwd = match target {
+                    None => Some("~".into()),
+                    Some(t) if t.dynamic || t.pattern || t.text == "-" => None,
+                    Some(t) => join(self.cwd.as_deref(), &t.text),
+                };
+            }
+            "popd" => self.cwd = None,
+            _ => {}
+        }
+    }
+
+    fn redirect(&mut self, r: &IoRedirect, depth: usize) {
+        match r {
+            IoRedirect::File(_, kind, target) => {
+                let writes = matches!(
+                    kind,
+                    IoFileRedirectKind::Write
+                        | IoFileRedirectKind::Append
+                        | IoFileRedirectKind::ReadAndWrite
+                        | IoFileRedirectKind::Clobber
+                        | IoFileRedirectKind::DuplicateOutput
+                );
+                match target {
+                    IoFileRedirectTarget::Filename(w) => {
+                        let e = self.word(w, depth);
+                        if writes {
+                            self.write(e);
+                        }
+                    }
+                    IoFileRedirectTarget::Duplicate(w) => {
+                        let e = self.word(w, depth);
+                        let to_file = !e.text.chars().all(|c| c.is_ascii_digit() || c == '-');
+                        if writes && to_file {
+                            self.write(e);
+                        }
+                    }
+                    IoFileRedirectTarget::Fd(_) => {}
+                    IoFileRedirectTarget::ProcessSubstitution(_, sub) => {
+                        self.opaque("it uses process substitution");
+                        self.list(&sub.list, depth + 1);
+                    }
+                }
+            }
+            IoRedirect::OutputAndError(w, _) => {
+                let e = self.word(w, depth);
+                self.write(e);
+            }
+            IoRedirect::HereString(_, w) => {
+                let e = self.word(w, depth);
+                self.stdin = if e.dynamic { Stdin::Unknown } else { Stdin::Text(e.text) };
+            }
+            IoRedirect::HereDocument(_, doc) => {
+                let body = doc.doc.value.clone();
+                if doc.requires_expansion && (body.contains('$') || body.contains('`')) {
+                    self.opaque("it uses a here-document that expands substitutions");
+                    self.nested_in_text(&body, depth);
+                    self.stdin = Stdin::Unknown;
+                } else {
+                    self.stdin = Stdin::Text(body);
+                }
+            }
+        }
+    }
+
+    fn write(&mut self, e: Expanded) {
+        if e.dynamic || e.pattern {
+            self.opaque("it redirects output to a file whose name is computed at run time");
+        } else if !inside_workspace(&e.text) {
+            self.opaque("it redirects output to a file outside the workspace");
+        }
+        self.out.writes.push(Write {
+            path: e.text,
+            dynamic: e.dynamic || e.pattern,
+            cwd: self.cwd.clone(),
+        });
+    }
+
+    /// The word after quote removal and the expansions the line makes known.
+    fn word(&mut self, w: &Word, depth: usize) -> Expanded {
+        // Plain words (no quotes, escapes, expansions or globs) are literal as written.
+        let plain = !w.value.is_empty()
+            && !w.value.starts_with('~')
+            && w.value
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"-_./=:,+@%^".contains(&b));
+        if plain {
+            return Expanded {
+                text: w.value.clone(),
+                ..Expanded::default()
+            };
+        }
+        match brush_parser::word::parse(&w.value, &self.options) {
+            Ok(pieces) => {
+                let mut out = Expanded::default();
+                self.pieces(pieces, &mut out, false, depth);
+                if out.dynamic {
+                    self.opaque("it expands variables, substitutions or `~`, so what it runs is not known in advance");
+                }
+                out
+            }
+            Err(_) => {
+                self.opaque("a word of it cannot be parsed");
+                Expanded {
+                    text: w.value.clone(),
+                    dynamic: true,
+                    pattern: false,
+                }
+            }
+        }
+    }
+
+    fn pieces(&mut self, pieces: Vec<WordPieceWithSource>, out: &mut Expanded, quoted: bool, depth: usize) {
+        for piece in pieces {
+            match piece.piece {
+                WordPiece::Text(t) => {
+                    if !quoted && has_pattern(&t) {
+                        out.pattern = true;
+                    }
+                    out.text.push_str(&t);
+                }
+                WordPiece::SingleQuotedText(t) => out.text.push_str(&t),
+                WordPiece::EscapeSequence(e) => {
+                    let rest = e.strip_prefix('\\').unwrap_or(&e);
+                    if rest != "\n" {
+                        out.text.push_str(rest);
+                    }
+                }
+                WordPiece::DoubleQuotedSequence(inner) | WordPiece::GettextDoubleQuotedSequence(inner) => {
+                    self.pieces(inner, out, true, depth)
+                }
+                WordPiece::CommandSubstitution(body) | WordPiece::BackquotedCommandSubstitution(body) => {
+                    out.dynamic = true;
+                    self.script(&body, depth);
+                }
+                WordPiece::TildeExpansion(TildeExpr::Home) => {
+                    out.dynamic = true;
+                    out.text.push('~');
+                }
+                WordPiece::ParameterExpansion(expr) => match parameter(&expr) {
+                    Some(name) => match self.vars.get(name) {
+                        Some(Var::Known(v)) => out.text.push_str(v),
+                        _ => {
+                            out.dynamic = true;
+                            if name == "HOME" {
+                                out.text.push('~');
+                            }
+                        }
+                    },
+                    None => out.dynamic = true,
+                },
+                WordPiece::AnsiCQuotedText(_) | WordPiece::TildeExpansion(_) | WordPiece::ArithmeticExpression(_) => {
+                    out.dynamic = true
+                }
+            }
+        }
+    }
+
+    /// Command substitutions inside free text (an expanding here-document).
+    fn nested_in_text(&mut self, text: &str, depth: usize) {
+        let mut rest = text;
+        while let Some(start) = rest.find("$(") {
+            let body = &rest[start + 2..];
+            let end = body.find(')').unwrap_or(body.len());
+            self.script(&body[..end], depth);
+            rest = &body[end..];
+        }
+        if text.contains('`') {
+            for (i, part) in text.split('`').enumerate() {
+                if i % 2 == 1 {
+                    self.script(part, depth);
+                }
+            }
+        }
+    }
+}
+
+/// The variable a plain `$x` / `${x}` names; `None` for anything more (defaults, indirection…).
+fn parameter(expr: &ParameterExpr) -> Option<&str> {
+    match expr {
+        ParameterExpr::Parameter {
+            parameter: Parameter::Named(name),
+            indirect: false,
+        } => Some(name),
+        _ => None,
+    }
+}
+
+/// An unquoted glob or brace expansion.
+fn has_pattern(text: &str) -> bool {
+    text.contains(['*', '?', '[']) || (text.contains('{') && (text.contains(',') || text.contains("..")))
+}
+
+/// What `echo` or `printf` with literal arguments writes, for a shell reading it from a pipe.
+fn literal_output(c: &Command) -> Option<String> {
+    let Command::Simple(s) = c else {
+        return None;
+    };
+    let name = s.word_or_name.as_ref()?;
+    if !matches!(name.value.as_str(), "echo" | "printf") {
+        return None;
+    }
+    let a = analyze(&c.to_string());
+    let cmd = a.commands.first().filter(|_| a.dynamic.is_none() && a.opaque.is_none())?;
+    Some(
+        cmd.words[1..]
+            .iter()
+            .filter(|w| !w.starts_with('-'))
+            .cloned()
+            .collect::<Vec<_>>()
+            .join(" ")
+            .replace("\\n", "\n"),
+    )
+}
+
+/// A path without leading `./`.
+fn clean(path: &str) -> &str {
+    let mut p = path;
+    while let Some(rest) = p.strip_prefix("./") {
+        p = rest.trim_start_matches('/');
+    }
+    p
+}
+
+/// `cwd` joined with `target` (an absolute path or one under `~` stands alone).
+fn join(cwd: Option<&str>, target: &str) -> Option<String> {
+    if target.starts_with('/') || target.starts_with('~') {
+        return Some(target.to_owned());
+    }
+    Some(format!("{}/{target}", cwd?))
+}
+
+/// Whether a redirection target is a file inside the workspace (relative, no `..`) or `/dev/null`.
+fn inside_workspace(path: &str) -> bool {
+    if path == "/dev/null" {
+        return true;
+    }
+    !path.is_empty()
+        && !path.starts_with('/')
+        && !path.starts_with('~')
+        && !std::path::Path::new(path)
+            .components()
+            .any(|c| matches!(c, std::path::Component::ParentDir))
+}
+
+/// Expands unquoted brace alternatives (`/{bin,usr}` → `/bin`, `/usr`; `{a,}` → `a`, ``), up to
+/// `limit` results; text without braces is returned as it is.
+pub fn expand_braces(text: &str, limit: usize) -> Vec<String> {
+    let mut out = Vec::new();
+    braces(text, limit, &mut out);
+    if out.is_empty() {
+        out.push(text.to_owned());
+    }
+    out
+}
+
+fn braces(text: &str, limit: usize, out: &mut Vec<String>) {
+    if out.len() >= limit {
+        return;
+    }
+    let Some(open) = text.find('{') else {
+        out.push(text.to_owned());
+        return;
+    };
+    let mut level = 0usize;
+    let mut parts = Vec::new();
+    let mut start = open + 1;
+    let mut close = None;
+    for (i, c) in text[open..].char_indices().map(|(i, c)| (i + open, c)) {
+        match c {
+            '{' => level += 1,
+            '}' => {
+                level -= 1;
+                if level == 0 {
+                    parts.push(&text[start..i]);
+                    close = Some(i);
+                    break;
+                }
+            }
+            ',' if level == 1 => {
+                parts.push(&text[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    let Some(close) = close.filter(|_| parts.len() > 1) else {
+        out.push(text.to_owned());
+        return;
+    };
+    for part in parts {
+        braces(&format!("{}{part}{}", &text[..open], &text[close + 1..]), limit, out);
+    }
+}
+
+#[cfg(test)]
+mod tests;
