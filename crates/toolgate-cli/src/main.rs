@@ -75,6 +75,14 @@ enum Command {
         /// The arguments, a JSON object (default `{}`).
         args: Option<String>,
     },
+    /// A dry run: what the pipeline would decide for this call (validation, the tool's own
+    /// refusals, the permission rules and the session's grants), as JSON; nothing runs.
+    Check {
+        /// The tool's name.
+        tool: String,
+        /// The arguments, a JSON object (default `{}`).
+        args: Option<String>,
+    },
     /// Trusts the project file (`toolgate.toml`) of a workspace, as it is now.
     Trust {
         /// The workspace (default: --workspace, or the working directory).
@@ -323,6 +331,7 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Call { tool, args } => call(&engine, &session, tool, args.as_deref()).await,
+        Command::Check { tool, args } => check(&engine, &session, &tool, args.as_deref()),
         Command::Exec { format } => exec(&engine, &session, format).await,
         Command::Agent(args) => match ui {
             Some(ui) => agent::run(args, &config.agent, engine.clone(), session.clone(), ui).await,
@@ -515,16 +524,27 @@ fn write_table(out: &mut impl Write, rows: &[JournalRow]) -> Result<()> {
     Ok(())
 }
 
-async fn call(engine: &Arc<Engine>, session: &Arc<Session>, tool: String, args: Option<&str>) -> Result<ExitCode> {
-    let arguments = match args.map(str::trim).filter(|a| !a.is_empty()) {
+/// ARGS_JSON of `call` and `check`: a JSON object, `{}` when absent.
+fn call_arguments(args: Option<&str>) -> Result<serde_json::Map<String, Value>> {
+    Ok(match args.map(str::trim).filter(|a| !a.is_empty()) {
         None => serde_json::Map::new(),
         Some(text) => match serde_json::from_str::<Value>(text) {
             Ok(Value::Object(o)) => o,
             Ok(_) => bail!("ARGS_JSON must be a JSON object, like '{{\"path\": \"README.md\"}}'"),
             Err(e) => bail!("ARGS_JSON is not valid JSON: {e}"),
         },
-    };
-    let call = ToolCall::new(CallId::generate(), tool.as_str(), arguments);
+    })
+}
+
+fn check(engine: &Engine, session: &Session, tool: &str, args: Option<&str>) -> Result<ExitCode> {
+    let call = ToolCall::new(CallId::generate(), tool, call_arguments(args)?);
+    let report = engine.check(session, &call);
+    print_json(&serde_json::to_value(&report)?)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn call(engine: &Arc<Engine>, session: &Arc<Session>, tool: String, args: Option<&str>) -> Result<ExitCode> {
+    let call = ToolCall::new(CallId::generate(), tool.as_str(), call_arguments(args)?);
     let outcome = engine.run_call(session, call, TurnOptions::default()).await;
     let (content, ok) = match &outcome {
         Outcome::Recorded { entry, success, .. } => (entry.content.clone(), *success),

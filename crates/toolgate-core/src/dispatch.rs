@@ -9,7 +9,7 @@ use crate::execute::{ExecFailure, ExecPolicy, ExecReport, execute};
 use crate::formats::{self, Answer, CallEcho, Format, ToolResult, ToolView};
 use crate::hooks::{self, Hook, HookDecision, HookEvent};
 use crate::parse::{self, Malformed};
-use crate::permit::{Answer as Approval, ApprovalRequest, Decision, Source, Verdict, decide, suggested_rule};
+use crate::permit::{Answer as Approval, ApprovalRequest, Decision, Source, Verdict, decide_vetted, suggested_rule};
 use crate::redact::{redact_text, redact_value};
 use crate::registry::{Entry, Registry, provider_safe};
 use crate::result::{json_size, normalize_empty, truncate};
@@ -184,7 +184,7 @@ pub struct TurnState {
     /// Turn-scoped cache entries; each runs its call once for concurrent identical calls.
     cache: Mutex<HashMap<String, Arc<tokio::sync::OnceCell<Value>>>>,
     /// The tools as they were when the turn started (an upstream refresh swaps the engine's).
-    registry: Arc<Registry>,
+    pub(crate) registry: Arc<Registry>,
     cancel: Option<CancellationToken>,
     progress: ProgressSink,
 }
@@ -237,9 +237,9 @@ pub struct Engine {
 }
 
 /// A tool as exposed this turn.
-struct Exposed {
+pub(crate) struct Exposed {
     description: Option<String>,
-    compiled: Arc<CompiledSchema>,
+    pub(crate) compiled: Arc<CompiledSchema>,
 }
 
 impl Engine {
@@ -357,7 +357,7 @@ impl Engine {
     }
 
     /// Stage 4 for one tool: the allowlist, its feature flag, and its assembly for this turn.
-    fn exposure(&self, entry: &Entry, turn: &TurnState) -> Result<Exposed, String> {
+    pub(crate) fn exposure(&self, entry: &Entry, turn: &TurnState) -> Result<Exposed, String> {
         if !turn.exposes(entry.name()) {
             return Err("it is outside this turn's allowlist".into());
         }
@@ -417,7 +417,7 @@ impl Engine {
     }
 
     /// A turn's state: deliberate mode keeps tools that succeeded under it for a few more turns.
-    fn start_turn(&self, session: &Session, mut options: TurnOptions) -> TurnState {
+    pub(crate) fn start_turn(&self, session: &Session, mut options: TurnOptions) -> TurnState {
         let mut retained = session.retained.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(allow) = options.allowlist.as_mut() {
             allow.extend(retained.keys().cloned());
@@ -830,10 +830,11 @@ impl Engine {
             started_at: Some(std::time::SystemTime::now()),
             ..JournalRow::default()
         });
-        // 7. permission
+        // 6 (continued). the tool's own refusals, then 7. permission, on the subject the tool resolved
         let decide_now = |call: &ToolCall| {
+            let vetted = tool.vet(&session.workspace, &call.arguments_value());
             let grants = session.grants.read().unwrap_or_else(|p| p.into_inner());
-            decide(call, spec, &session.policy, &grants)
+            decide_vetted(call, spec, &session.policy, &grants, &vetted)
         };
         let mut decision = decide_now(call);
         let mut call = call.clone();
@@ -933,6 +934,10 @@ impl Engine {
                     &call.id,
                     name,
                     CallError::new(ErrorKind::Canceled, "The call was canceled by the user before it ran."),
+                ),
+                Source::BuiltinDeny => fail(
+                    CallError::new(ErrorKind::PermissionDenied, format!("{name:?} refuses this call before it runs: {reason}."))
+                        .with("source", source.as_str()),
                 ),
                 Source::PreToolUseHookDeny => fail(
                     CallError::new(ErrorKind::HookDenied, format!("A hook refused this call: {reason}"))

@@ -45,6 +45,7 @@
 
 pub mod agent;
 pub mod cache;
+pub mod check;
 pub mod config;
 pub mod dispatch;
 pub mod error;

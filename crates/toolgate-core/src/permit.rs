@@ -1,7 +1,7 @@
 //! Stage 7: the permission decision (pure), and the `Approver` that answers asks in stage 8.
 
 use crate::rules::{Layer, LayerSource, Rule, Subject, allows};
-use crate::tool::ToolSpec;
+use crate::tool::{PermissionSubject, ToolSpec, Vetted};
 use crate::types::ToolCall;
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
@@ -43,6 +43,8 @@ pub enum Source {
     PreToolUseHookAsk,
     NonInteractiveDeny,
     ContextCanceled,
+    /// The tool's own refusal before permission (the catastrophic list, confinement).
+    BuiltinDeny,
 }
 
 impl Source {
@@ -68,6 +70,7 @@ impl Source {
             Self::PreToolUseHookAsk => "pre_tool_use_hook_ask",
             Self::NonInteractiveDeny => "non_interactive_deny",
             Self::ContextCanceled => "context_canceled",
+            Self::BuiltinDeny => "builtin_deny",
         }
     }
 }
@@ -107,24 +110,42 @@ pub struct Policy {
 /// (unless the tool is read-only); then yolo; then an allow (session grants first); then the
 /// read-only hint for tools that are read-only and not open-world; otherwise ask.
 pub fn decide(call: &ToolCall, spec: &ToolSpec, policy: &Policy, grants: &Layer) -> Decision {
+    decide_vetted(call, spec, policy, grants, &Vetted::default())
+}
+
+/// [`decide`] after the tool vetted the call: its refusal is a deny (source `builtin_deny`)
+/// that no rule, `--yolo` or approval overrides; its resolved subject is what allow rules match,
+/// and deny and ask rules match it or the subject as written.
+pub fn decide_vetted(call: &ToolCall, spec: &ToolSpec, policy: &Policy, grants: &Layer, vetted: &Vetted) -> Decision {
+    if let Some(why) = &vetted.refusal {
+        return Decision::new(Verdict::Deny, Source::BuiltinDeny, why.clone());
+    }
     let tool = call.name.as_str();
-    let subject = Subject::of(&spec.subject, &call.arguments);
+    let written = Subject::of(&spec.subject, &call.arguments);
+    let subject = match (&vetted.resolved, &spec.subject) {
+        (Some(r), PermissionSubject::Path(_)) => Subject::Path(r.clone()),
+        (Some(r), PermissionSubject::Url(_)) => Subject::Url(r.clone()),
+        _ => written.clone(),
+    };
+    // A URL is matched only as the fetcher reads it; a path as written or as resolved.
+    let url = matches!(spec.subject, PermissionSubject::Url(_));
+    let covers = |r: &Rule| r.covers_any(tool, &subject) || (!url && r.covers_any(tool, &written));
     let layers = std::iter::once(grants).chain(policy.layers.iter());
     for layer in layers.clone() {
-        if let Some(rule) = layer.deny.iter().find(|r| r.covers_any(tool, &subject)) {
+        if let Some(rule) = layer.deny.iter().find(|r| covers(r)) {
             let source = match layer.source {
                 LayerSource::Session => Source::SessionPermissionsDeny,
                 _ => Source::ConfigDeny,
             };
-            return Decision::new(Verdict::Deny, source, format!("the rule {rule} denies it"));
+            return Decision::new(Verdict::Deny, source, format!("the rule {rule} denies it{}", dynamic_note(&subject)));
         }
     }
     for layer in layers.clone() {
-        if let Some(rule) = layer.ask.iter().find(|r| r.covers_any(tool, &subject)) {
+        if let Some(rule) = layer.ask.iter().find(|r| covers(r)) {
             return Decision::new(
                 Verdict::Ask,
                 Source::ConfigAsk,
-                format!("the rule {rule} asks for approval"),
+                format!("the rule {rule} asks for approval{}", dynamic_note(&subject)),
             );
         }
     }
@@ -168,6 +189,25 @@ pub fn decide(call: &ToolCall, spec: &ToolSpec, policy: &Policy, grants: &Layer)
         _ => "no rule allows it".to_owned(),
     };
     Decision::new(Verdict::Ask, Source::DefaultAsk, reason)
+}
+
+/// The rule a decision's reason names (`the rule X denies it`, `the rule X asks …`).
+pub fn rule_in(reason: &str) -> Option<&str> {
+    let rest = reason.strip_prefix("the rule ")?;
+    let end = rest.find(" denies it").or_else(|| rest.find(" asks for approval"))?;
+    Some(&rest[..end])
+}
+
+/// Why a command rule matched a line whose program name is computed at run time.
+fn dynamic_note(subject: &Subject) -> String {
+    match subject {
+        Subject::Command(a) => a
+            .dynamic
+            .as_ref()
+            .map(|why| format!(" ({why}, so it may be any program)"))
+            .unwrap_or_default(),
+        _ => String::new(),
+    }
 }
 
 /// The rule an approver may grant for the rest of the session instead of this one call: the

@@ -316,6 +316,37 @@ pub enum Assembly {
     Hidden(String),
 }
 
+/// What a tool decides about a call before permission and approval, without running anything.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Vetted {
+    /// The tool refuses the call whatever the rules say (the catastrophic list, a path outside
+    /// the workspace or naming toolgate's own files): a `permission_denied` with source
+    /// `builtin_deny`, before anyone is asked.
+    pub refusal: Option<String>,
+    /// The subject as the tool will really use it — the path resolved inside the workspace
+    /// (symlinks and absolute spellings followed), the URL as the fetcher parses it. Allow rules
+    /// match it alone; deny and ask rules match it or the subject as written.
+    pub resolved: Option<String>,
+}
+
+impl Vetted {
+    /// A refusal.
+    pub fn refuse(why: impl Into<String>) -> Self {
+        Self {
+            refusal: Some(why.into()),
+            resolved: None,
+        }
+    }
+
+    /// The resolved subject.
+    pub fn resolved(subject: impl Into<String>) -> Self {
+        Self {
+            refusal: None,
+            resolved: Some(subject.into()),
+        }
+    }
+}
+
 /// A tool the engine can run. Object-safe: registries hold `Arc<dyn Tool>`.
 #[async_trait]
 pub trait Tool: Send + Sync {
@@ -336,6 +367,12 @@ pub trait Tool: Send + Sync {
     fn assemble(&self, _turn: &TurnView<'_>) -> Assembly {
         Assembly::Unchanged
     }
+    /// The tool's own refusals and the subject its rules match, decided before permission
+    /// (arguments already validated). Pure and quick: it never runs anything, and `toolgate
+    /// check` calls it too.
+    fn vet(&self, _workspace: &Path, _args: &Value) -> Vetted {
+        Vetted::default()
+    }
     /// Runs the call. Arguments are already validated against the assembled schema.
     /// Must stop promptly when `ctx.cancel` fires.
     async fn execute(&self, ctx: &ToolContext, args: Value) -> Result<ToolOutput, ToolError>;
@@ -354,6 +391,10 @@ pub trait TypedTool: Send + Sync + 'static {
     fn spec(&self) -> ToolSpec;
     /// Runs the call with parsed arguments.
     async fn run(&self, ctx: &ToolContext, args: Self::Args) -> Result<ToolOutput, ToolError>;
+    /// See [`Tool::vet`].
+    fn vet(&self, _workspace: &Path, _args: &Value) -> Vetted {
+        Vetted::default()
+    }
 }
 
 /// Adapts a [`TypedTool`] to [`Tool`], computing its schema once.
@@ -411,6 +452,9 @@ impl<T: TypedTool> Tool for Typed<T> {
     }
     fn spec(&self) -> &ToolSpec {
         &self.spec
+    }
+    fn vet(&self, workspace: &Path, args: &Value) -> Vetted {
+        self.inner.vet(workspace, args)
     }
     async fn execute(&self, ctx: &ToolContext, args: Value) -> Result<ToolOutput, ToolError> {
         let args: T::Args = serde_json::from_value(args)

@@ -23,7 +23,7 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncRead, AsyncReadExt};
 use toolgate_core::ToolError;
-use toolgate_core::tool::{Annotations, PermissionSubject, ToolContext, ToolOutput, ToolSpec, TypedTool};
+use toolgate_core::tool::{Annotations, PermissionSubject, ToolContext, ToolOutput, ToolSpec, TypedTool, Vetted};
 
 /// `exec_shell` settings (`[shell]` in the configuration).
 #[derive(Clone, Debug)]
@@ -279,8 +279,20 @@ impl TypedTool for ExecShell {
             })
         }
     }
+    fn vet(&self, workspace: &Path, args: &serde_json::Value) -> Vetted {
+        let command = args.get("command").and_then(serde_json::Value::as_str).unwrap_or_default();
+        let cwd = args.get("cwd").and_then(serde_json::Value::as_str);
+        let place = crate::denylist::Place::new(workspace, cwd);
+        match crate::denylist::check_at(command, &place) {
+            Some(why) => Vetted::refuse(format!(
+                "{why}; this command is on exec_shell's list of catastrophic commands, refused whatever the rules say"
+            )),
+            None => Vetted::default(),
+        }
+    }
     async fn run(&self, ctx: &ToolContext, args: ExecShellArgs) -> Result<ToolOutput, ToolError> {
-        if let Some(why) = crate::denylist::check(&args.command) {
+        let place = crate::denylist::Place::new(&ctx.workspace, args.cwd.as_deref());
+        if let Some(why) = crate::denylist::check_at(&args.command, &place) {
             return Err(ToolError::failed(format!(
                 "refused before running: {why}. This command is on exec_shell's denylist of catastrophic commands."
             )));

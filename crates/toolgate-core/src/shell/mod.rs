@@ -273,6 +273,8 @@ impl Walker {
                         self.list(&w.1.list, depth);
                     }
                     CompoundCommand::Coprocess(c) => self.command(&c.body, depth),
+                    // `( (a) )` reads as `((…))` to the parser; bash may run it as subshells.
+                    CompoundCommand::Arithmetic(a) => self.maybe_commands(&a.expr.value, depth),
                     _ => {}
                 }
             }
@@ -410,6 +412,17 @@ impl Walker {
         });
         match unwrap::inner(&name, words) {
             unwrap::Inner::None => {}
+            unwrap::Inner::Command(rest) if name == "xargs" => {
+                // xargs appends the words it reads; when the line shows them, so does the analysis.
+                let mut full = rest.to_vec();
+                if let Stdin::Text(t) = &self.stdin {
+                    full.extend(t.split_whitespace().map(|w| Expanded {
+                        text: w.to_owned(),
+                        ..Expanded::default()
+                    }));
+                }
+                self.run(&full, depth)
+            }
             unwrap::Inner::Command(rest) => self.run(rest, depth),
             unwrap::Inner::Commands(list) => {
                 for rest in list {
@@ -419,9 +432,9 @@ impl Walker {
             unwrap::Inner::Script(word) => {
                 if word.dynamic {
                     self.dynamic(format!("{name} runs a script computed at run time"));
-                } else {
-                    self.script(&word.text, depth);
                 }
+                // Parsed as far as it is known, for the catastrophic list.
+                self.script(&word.text, depth);
             }
             unwrap::Inner::Stdin => match self.stdin.clone() {
                 Stdin::Text(t) => self.script(&t, depth),
@@ -443,6 +456,14 @@ impl Walker {
             unwrap::Inner::Unknowable(why) => self.dynamic(why),
         }
         self.follow_cd(&name, &words[1..]);
+        if matches!(name.as_str(), "export" | "declare" | "typeset" | "local" | "readonly") {
+            for w in &words[1..] {
+                if let Some((var, value)) = w.text.split_once('=') {
+                    let known = !w.dynamic && !w.pattern;
+                    self.set_var(var, known.then(|| value.to_owned()));
+                }
+            }
+        }
     }
 
     /// A script inline: parsed with the variables and directory of the line so far.
@@ -606,11 +627,29 @@ impl Walker {
                     },
                     None => out.dynamic = true,
                 },
-                WordPiece::AnsiCQuotedText(_) | WordPiece::TildeExpansion(_) | WordPiece::ArithmeticExpression(_) => {
-                    out.dynamic = true
+                WordPiece::ArithmeticExpression(e) => {
+                    out.dynamic = true;
+                    self.maybe_commands(&e.value, depth);
                 }
+                WordPiece::AnsiCQuotedText(_) | WordPiece::TildeExpansion(_) => out.dynamic = true,
             }
         }
+    }
+
+    /// Text that may be commands (an arithmetic expression bash could read as subshells): its
+    /// programs are listed when it parses, and nothing is said when it does not.
+    fn maybe_commands(&mut self, text: &str, depth: usize) {
+        if depth >= MAX_NESTING {
+            return;
+        }
+        let opaque = self.out.opaque.clone();
+        let mut parser = brush_parser::Parser::new(text.as_bytes(), &self.options);
+        if let Ok(program) = parser.parse_program() {
+            for complete in &program.complete_commands {
+                self.list(complete, depth + 1);
+            }
+        }
+        self.out.opaque = opaque.or_else(|| Some("it uses arithmetic".into()));
     }
 
     /// Command substitutions inside free text (an expanding here-document).

@@ -308,6 +308,9 @@ fn shell<'a>(name: &str, args: &'a [Expanded]) -> Inner<'a> {
     while let Some(a) = args.get(i) {
         let t = a.text.as_str();
         if a.dynamic {
+            if inline {
+                break; // the script itself
+            }
             return Inner::Unknowable(format!("{name} is given options computed at run time"));
         }
         if t == "--" || t == "-" {
