@@ -1,0 +1,115 @@
+//! The attacks of the security issue, against the real `exec_shell` through the whole engine.
+//!
+//! - Every spelling of `rm -rf victim` in the corpus, run with `allow = ["exec_shell"]` and
+//!   `deny = ["exec_shell(rm:*)"]` (and again under `--yolo` with the deny rule alone), in a
+//!   temporary workspace holding a victim directory: the call is refused and the victim stays.
+//!   A control run without the deny rule shows the victim does get deleted when allowed.
+//! - Every line of the catastrophic corpus is refused by `Engine::check` with `builtin_deny`
+//!   under `--yolo`, before permission. Those lines are never executed.
+
+use serde_json::{Map, Value, json};
+use std::path::Path;
+use std::sync::Arc;
+use toolgate_core::permit::{ApproveAll, Policy};
+use toolgate_core::rules::{Layer, LayerSource, Rule};
+use toolgate_core::{CallId, Engine, EngineConfig, Outcome, Registry, Session, SessionOptions, ToolCall, TurnOptions};
+
+fn engine() -> Arc<Engine> {
+    let mut registry = Registry::new();
+    for t in toolgate_tools::builtin_tools() {
+        registry.register(t);
+    }
+    Arc::new(Engine::new(registry, EngineConfig::default()))
+}
+
+fn session(engine: &Engine, ws: &Path, allow: &[&str], deny: &[&str], yolo: bool) -> Arc<Session> {
+    let mut layer = Layer::new(LayerSource::User);
+    layer.allow = allow.iter().map(|r| Rule::parse(r).unwrap()).collect();
+    layer.deny = deny.iter().map(|r| Rule::parse(r).unwrap()).collect();
+    Arc::new(Session::new(
+        engine.config(),
+        SessionOptions {
+            workspace: ws.to_owned(),
+            approver: Arc::new(ApproveAll),
+            policy: Policy {
+                yolo,
+                layers: Arc::new(vec![layer]),
+            },
+            ..SessionOptions::default()
+        },
+    ))
+}
+
+fn shell_call(command: &str) -> ToolCall {
+    let mut args = Map::new();
+    args.insert("command".into(), json!(command));
+    args.insert("timeout_ms".into(), json!(5000));
+    ToolCall::new(CallId::generate(), "exec_shell", args)
+}
+
+fn spellings() -> Vec<String> {
+    serde_json::from_str(include_str!("../../toolgate-core/tests/corpus/rm_spellings.json")).unwrap()
+}
+
+fn victim(ws: &Path) -> std::path::PathBuf {
+    let v = ws.join("victim");
+    std::fs::create_dir_all(v.join("inner")).unwrap();
+    std::fs::write(v.join("inner/file"), "precious").unwrap();
+    // Scripts some spellings pipe into a shell, made harmless but present.
+    std::fs::write(ws.join("script.sh"), "rm -rf victim\n").unwrap();
+    v
+}
+
+fn error_type(outcome: &Outcome) -> Option<String> {
+    let entry = match outcome {
+        Outcome::Recorded { entry, .. } | Outcome::Abort { entry, .. } => entry,
+        Outcome::Restart { .. } => return None,
+    };
+    let content: &Value = &entry.content;
+    content["error"]["type"].as_str().map(str::to_owned)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_victim_is_deleted_when_nothing_denies_it() {
+    let ws = tempfile::tempdir().unwrap();
+    let v = victim(ws.path());
+    let engine = engine();
+    let s = session(&engine, ws.path(), &["exec_shell"], &[], false);
+    let out = engine.run_call(&s, shell_call("rm -rf victim"), TurnOptions::default()).await;
+    assert_eq!(error_type(&out), None, "{out:?}");
+    assert!(!v.exists(), "the control run must delete the victim, or the attacks prove nothing");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn every_spelling_of_a_denied_program_is_refused_and_the_victim_stays() {
+    let engine = engine();
+    let spellings = spellings();
+    assert!(spellings.len() >= 80);
+    for (allow, yolo) in [(&["exec_shell"][..], false), (&[][..], true)] {
+        for line in &spellings {
+            let ws = tempfile::tempdir().unwrap();
+            let v = victim(ws.path());
+            let s = session(&engine, ws.path(), allow, &["exec_shell(rm:*)"], yolo);
+            let out = engine.run_call(&s, shell_call(line), TurnOptions::default()).await;
+            assert_eq!(error_type(&out).as_deref(), Some("permission_denied"), "{line} (yolo {yolo}): {out:?}");
+            assert!(v.join("inner/file").exists(), "{line} (yolo {yolo}) deleted the victim");
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn catastrophic_lines_are_refused_before_permission_even_under_yolo() {
+    let ws = tempfile::tempdir().unwrap();
+    let engine = engine();
+    let s = session(&engine, ws.path(), &["exec_shell"], &[], true);
+    let lines: Vec<String> = serde_json::from_str(include_str!("corpus/catastrophic.json")).unwrap();
+    assert!(lines.len() >= 50);
+    for line in &lines {
+        let report = engine.check(&s, &shell_call(line));
+        assert_eq!((report.decision, report.source.as_str()), ("deny", "builtin_deny"), "{line}: {report:?}");
+    }
+    for harmless in ["rm -rf target", "rm -rf ./build/*", "cd src && rm -rf gen", "find . -name '*.o' -delete", "ls -la /"] {
+        let report = engine.check(&s, &shell_call(harmless));
+        assert_eq!(report.decision, "allow", "{harmless}: {report:?}");
+    }
+}
