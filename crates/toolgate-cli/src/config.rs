@@ -73,8 +73,10 @@ pub struct Shell {
     pub max_output_bytes: Option<usize>,
     /// The default timeout of a command, in milliseconds (default 120000).
     pub timeout_ms: Option<u64>,
-    /// `off` (default), `on` (what the kernel provides) or `required`.
+    /// `on` (default: what the kernel provides), `required` or `off`.
     pub sandbox: toolgate_tools::sandbox::SandboxMode,
+    /// Whether sandboxed commands may use the network (default true).
+    pub network: Option<bool>,
 }
 
 impl Shell {
@@ -86,6 +88,7 @@ impl Shell {
             max_output_bytes: self.max_output_bytes.unwrap_or(d.max_output_bytes),
             timeout: self.timeout_ms.map_or(d.timeout, std::time::Duration::from_millis),
             sandbox: self.sandbox,
+            network: self.network.unwrap_or(d.network),
             ..d
         }
     }

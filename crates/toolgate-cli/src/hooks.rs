@@ -309,3 +309,22 @@ fn nonempty(stderr: String, command: &str) -> String {
         s.to_owned()
     }
 }
+
+/// The files the hook commands run (their programs and script arguments that exist as files,
+/// relative to the workspace or absolute): toolgate's control files, out of the tools' reach.
+pub fn programs(config: &HooksConfig, workspace: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for h in config.pre_tool_use.iter().chain(&config.post_tool_use) {
+        let analysis = toolgate_core::shell::analyze(&h.command);
+        for p in &analysis.programs {
+            let words = std::iter::once(&p.written).chain(p.words.iter().skip(1));
+            for w in words.filter(|w| w.contains('/') || !w.starts_with('-')) {
+                let path = workspace.join(w);
+                if path.is_file() {
+                    out.push(path);
+                }
+            }
+        }
+    }
+    out
+}

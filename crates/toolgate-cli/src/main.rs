@@ -187,6 +187,19 @@ async fn run(cli: Cli) -> Result<ExitCode> {
         config,
         untrusted_project,
     } = config::load(cli.config.as_deref(), &workspace, &default_subject)?;
+    // toolgate's own files are out of every tool's reach: the user configuration, the trust
+    // records and the default store (the data directory), a --config file, and hook programs.
+    let mut protected: Vec<PathBuf> = Vec::new();
+    protected.extend(config::user_file().and_then(|f| f.parent().map(std::path::Path::to_path_buf)));
+    protected.extend(trust::data_dir());
+    protected.extend(cli.config.clone());
+    protected.extend(hooks::programs(&config.hooks, &workspace));
+    toolgate_tools::protect::set(protected);
+    if config.shell.sandbox == toolgate_tools::sandbox::SandboxMode::On && !toolgate_tools::sandbox::landlock_available() {
+        eprintln!(
+            "toolgate: warning: this kernel has no Landlock, so exec_shell runs without its filesystem sandbox (set [shell] sandbox = \"required\" to refuse instead, or \"off\" to silence this)"
+        );
+    }
     let mut registry = Registry::new();
     let tools_config = toolgate_tools::ToolsConfig {
         fetch: config.fetch.tool_config(),

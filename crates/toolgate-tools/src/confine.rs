@@ -61,9 +61,35 @@ impl Workspace {
         Ok(out)
     }
 
-    /// Opens `rel` beneath the workspace with `flags`.
+    /// Opens `rel` beneath the workspace with `flags`. Unless `flags` has `O_PATH`, only a
+    /// regular file or a directory is accepted (a FIFO, socket or device is refused without
+    /// blocking: the open is non-blocking), a regular file with more than one hard link is
+    /// refused (the other link may be outside the workspace), and toolgate's own control files
+    /// ([`crate::protect`]) are refused — checked before a file is created, and again on what
+    /// was opened.
     pub fn open_beneath(&self, rel: &Path, flags: OFlag, mode: u32, shown: &str) -> Result<OwnedFd, ToolError> {
-        open_in(&self.dir, rel, flags, mode, shown)
+        if flags.contains(OFlag::O_PATH) {
+            return open_in(&self.dir, rel, flags, mode, shown);
+        }
+        if flags.contains(OFlag::O_CREAT) {
+            let parent = rel.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+            if let Ok(dir) = open_in(&self.dir, parent, OFlag::O_PATH | OFlag::O_DIRECTORY, 0, shown)
+                && let Some(name) = rel.file_name()
+            {
+                crate::protect::refuse(&real_path(&dir)?.join(name), shown)?;
+            }
+        }
+        // What is there already is checked before it can be truncated or written.
+        let writes = flags.intersects(OFlag::O_WRONLY | OFlag::O_RDWR | OFlag::O_TRUNC);
+        if writes && let Ok(existing) = open_in(&self.dir, rel, OFlag::O_PATH, 0, shown) {
+            vet_opened(&existing, shown)?;
+        }
+        let fd = open_in(&self.dir, rel, flags | OFlag::O_NONBLOCK, mode, shown)?;
+        vet_opened(&fd, shown)?;
+        // Back to blocking reads and writes on a regular file or directory.
+        nix::fcntl::fcntl(&fd, nix::fcntl::FcntlArg::F_SETFL(flags & !OFlag::O_CREAT & !OFlag::O_TRUNC & !OFlag::O_EXCL))
+            .map_err(|e| ToolError::failed(format!("{shown}: {e}")))?;
+        Ok(fd)
     }
 
     /// Creates the missing parent directories of `rel`, each confined to the workspace.
@@ -95,6 +121,37 @@ impl Workspace {
         }
         Ok(())
     }
+}
+
+/// Only a regular file with one link, or a directory, and none of toolgate's control files.
+fn vet_opened(fd: &OwnedFd, shown: &str) -> Result<(), ToolError> {
+        let st = nix::sys::stat::fstat(fd).map_err(|e| ToolError::failed(format!("{shown}: {e}")))?;
+        let kind = st.st_mode & nix::libc::S_IFMT;
+        if kind != nix::libc::S_IFREG && kind != nix::libc::S_IFDIR {
+            let what = match kind {
+                nix::libc::S_IFIFO => "a FIFO",
+                nix::libc::S_IFSOCK => "a socket",
+                nix::libc::S_IFCHR => "a character device",
+                nix::libc::S_IFBLK => "a block device",
+                _ => "not a regular file",
+            };
+            return Err(ToolError::failed(format!(
+                "{shown} is {what}; the file tools open only regular files and directories"
+            )));
+        }
+        if kind == nix::libc::S_IFREG && st.st_nlink > 1 {
+            return Err(ToolError::failed(format!(
+                "{shown} has {} hard links; the file tools refuse files with more than one, since another link may lie outside the workspace",
+                st.st_nlink
+            )));
+        }
+    crate::protect::refuse(&real_path(fd)?, shown)
+}
+
+/// The path the kernel opened a descriptor at.
+pub fn real_path(fd: &impl std::os::fd::AsRawFd) -> Result<PathBuf, ToolError> {
+    std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd()))
+        .map_err(|e| ToolError::failed(format!("cannot resolve an opened path: {e}")))
 }
 
 fn open_in(dir: &OwnedFd, rel: &Path, flags: OFlag, mode: u32, shown: &str) -> Result<OwnedFd, ToolError> {

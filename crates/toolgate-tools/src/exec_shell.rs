@@ -39,8 +39,10 @@ pub struct ShellConfig {
     pub max_timeout: Duration,
     /// Between TERM and KILL.
     pub kill_grace: Duration,
-    /// The OS sandbox.
+    /// The OS sandbox (on by default).
     pub sandbox: SandboxMode,
+    /// Whether sandboxed commands may open network sockets (default true).
+    pub network: bool,
 }
 
 impl Default for ShellConfig {
@@ -51,7 +53,8 @@ impl Default for ShellConfig {
             timeout: Duration::from_secs(120),
             max_timeout: Duration::from_secs(600),
             kill_grace: Duration::from_secs(2),
-            sandbox: SandboxMode::Off,
+            sandbox: SandboxMode::On,
+            network: true,
         }
     }
 }
@@ -298,7 +301,7 @@ impl TypedTool for ExecShell {
             )));
         }
         let cwd = working_dir(&ctx.workspace, args.cwd.as_deref())?;
-        let sandbox = crate::sandbox::prepare(self.config.sandbox, &ctx.workspace).map_err(ToolError::failed)?;
+        let sandbox = crate::sandbox::prepare(self.config.sandbox, &ctx.workspace, self.config.network).map_err(ToolError::failed)?;
         let timeout = args
             .timeout_ms
             .map_or(self.config.timeout, Duration::from_millis)

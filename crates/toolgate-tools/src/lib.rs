@@ -21,6 +21,7 @@ pub mod fetch;
 pub mod files;
 pub mod memory;
 pub mod netguard;
+pub mod protect;
 pub mod read_result;
 pub mod sandbox;
 

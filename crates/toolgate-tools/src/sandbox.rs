@@ -1,13 +1,17 @@
-//! The optional OS sandbox of `exec_shell` on Linux: Landlock lets the command write only inside
-//! the workspace and the temporary directory (everything stays readable), and a seccomp filter
-//! refuses new IPv4 and IPv6 sockets (Landlock alone governs TCP bind/connect, not UDP).
+//! The OS sandbox of `exec_shell` on Linux, on by default: Landlock lets the command write only
+//! inside the workspace and the temporary directory (everything stays readable), and keeps
+//! toolgate's own control files ([`crate::protect`]) read-only even when they sit inside the
+//! workspace: the directories leading to them get no write access of their own (no new entries
+//! there, no renames that could swap them), every other entry stays writable. With
+//! `network = false`, a seccomp filter refuses new IPv4 and IPv6 sockets (Landlock alone governs
+//! TCP bind/connect, not UDP); by default the network is allowed (agents install packages).
 //!
 //! Everything that allocates or opens files — the Landlock ruleset, the BPF program — is built
 //! before the fork; the child only makes the two system calls that apply them.
 
 use serde::Serialize;
 use std::os::fd::{AsRawFd, OwnedFd};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 /// Whether the sandbox is used.
@@ -15,9 +19,9 @@ use std::sync::Arc;
 #[serde(rename_all = "snake_case")]
 pub enum SandboxMode {
     /// No sandbox.
-    #[default]
     Off,
     /// Every part the kernel provides; the result says which are active.
+    #[default]
     On,
     /// Every part, or the command does not run.
     Required,
@@ -82,13 +86,51 @@ impl Prepared {
     }
 }
 
+/// The paths under `root` that may be written: `root` itself when no control path lies inside
+/// it; otherwise each of its entries but the control paths, recursing into the directories that
+/// lead to one (which get no write access of their own).
+fn writable_roots(root: &Path, protected: &[PathBuf], out: &mut Vec<PathBuf>) {
+    let root = std::fs::canonicalize(root).unwrap_or_else(|_| root.to_path_buf());
+    if protected.iter().any(|p| root.starts_with(p)) {
+        return;
+    }
+    if !protected.iter().any(|p| p.starts_with(&root)) {
+        out.push(root);
+        return;
+    }
+    let Ok(entries) = std::fs::read_dir(&root) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let Ok(kind) = entry.file_type() else {
+            continue;
+        };
+        // A symlink would grant its target, which may lie anywhere: writes through it are refused.
+        if kind.is_symlink() {
+            continue;
+        }
+        let is_dir = kind.is_dir();
+        if protected.iter().any(|p| p.starts_with(&path)) {
+            if is_dir && !protected.contains(&path) {
+                writable_roots(&path, protected, out);
+            }
+        } else {
+            out.push(path);
+        }
+    }
+}
+
 fn landlock_ruleset(workspace: &Path) -> Result<(OwnedFd, String), String> {
     use landlock::{
         ABI, Access, AccessFs, CompatLevel, Compatible, Ruleset, RulesetAttr, RulesetCreatedAttr, path_beneath_rules,
     };
     let abi = ABI::V5;
     let tmp = std::env::temp_dir();
-    let writable: Vec<&Path> = vec![workspace, tmp.as_path(), Path::new("/dev/null")];
+    let protected = crate::protect::list();
+    let mut writable: Vec<PathBuf> = vec![PathBuf::from("/dev/null")];
+    writable_roots(workspace, &protected, &mut writable);
+    writable_roots(&tmp, &protected, &mut writable);
     let ruleset = Ruleset::default()
         .set_compatibility(CompatLevel::BestEffort)
         .handle_access(AccessFs::from_all(abi))
@@ -141,9 +183,16 @@ fn seccomp_program() -> Result<seccompiler::BpfProgram, String> {
     filter.try_into().map_err(|e: seccompiler::BackendError| e.to_string())
 }
 
+/// Whether this kernel provides Landlock (for the one warning at start when it does not).
+pub fn landlock_available() -> bool {
+    // SAFETY: a query with no pointer: landlock_create_ruleset(NULL, 0, VERSION).
+    unsafe { nix::libc::syscall(nix::libc::SYS_landlock_create_ruleset, 0usize, 0usize, 1u32) >= 1 }
+}
+
 /// Prepares the sandbox for a command in `workspace`. `Required` fails, naming what the kernel
 /// lacks, when any part is unavailable.
-pub fn prepare(mode: SandboxMode, workspace: &Path) -> Result<Prepared, String> {
+/// With `network` false, new IPv4/IPv6 sockets are refused too.
+pub fn prepare(mode: SandboxMode, workspace: &Path, network: bool) -> Result<Prepared, String> {
     if mode == SandboxMode::Off {
         return Ok(Prepared::default());
     }
@@ -151,14 +200,19 @@ pub fn prepare(mode: SandboxMode, workspace: &Path) -> Result<Prepared, String> 
         Ok((fd, text)) => (Some(Arc::new(fd)), text),
         Err(why) => (None, why),
     };
-    let (seccomp, network) = match seccomp_program() {
-        Ok(p) => (
-            Some(Arc::new(p)),
-            "enforced: no new IPv4 or IPv6 sockets (seccomp)".to_owned(),
-        ),
-        Err(why) => (None, why),
+    let allow_network = network;
+    let (seccomp, network) = if allow_network {
+        (None, "allowed ([shell] network = true)".to_owned())
+    } else {
+        match seccomp_program() {
+            Ok(p) => (
+                Some(Arc::new(p)),
+                "enforced: no new IPv4 or IPv6 sockets (seccomp)".to_owned(),
+            ),
+            Err(why) => (None, why),
+        }
     };
-    if mode == SandboxMode::Required && (landlock.is_none() || seccomp.is_none()) {
+    if mode == SandboxMode::Required && (landlock.is_none() || (!allow_network && seccomp.is_none())) {
         return Err(format!(
             "the sandbox is required ([shell] sandbox = \"required\") but this system cannot provide it: filesystem {filesystem}; network {network}"
         ));
