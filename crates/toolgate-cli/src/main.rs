@@ -195,7 +195,9 @@ async fn run(cli: Cli) -> Result<ExitCode> {
     protected.extend(cli.config.clone());
     protected.extend(hooks::programs(&config.hooks, &workspace));
     toolgate_tools::protect::set(protected);
-    if config.shell.sandbox == toolgate_tools::sandbox::SandboxMode::On && !toolgate_tools::sandbox::landlock_available() {
+    if config.shell.sandbox == toolgate_tools::sandbox::SandboxMode::On
+        && !toolgate_tools::sandbox::landlock_available()
+    {
         eprintln!(
             "toolgate: warning: this kernel has no Landlock, so exec_shell runs without its filesystem sandbox (set [shell] sandbox = \"required\" to refuse instead, or \"off\" to silence this)"
         );
@@ -516,6 +518,9 @@ fn write_table(out: &mut impl Write, rows: &[JournalRow]) -> Result<()> {
                 if flags.is_empty() { "-".into() } else { flags.join(",") },
             ]
         })
+        // A model chooses call ids: a cell is cut to a width a terminal can show (and that
+        // `format!` accepts: widths above 65,535 panic).
+        .map(|row: [String; 11]| row.map(|c| clip(&c, 64)))
         .collect();
     let mut widths = header.map(str::len);
     for row in &cells {
@@ -535,6 +540,16 @@ fn write_table(out: &mut impl Write, rows: &[JournalRow]) -> Result<()> {
         writeln!(out, "(no journal rows match)")?;
     }
     Ok(())
+}
+
+/// `text` cut to `max` characters, the cut marked with `…`.
+fn clip(text: &str, max: usize) -> String {
+    if text.chars().count() <= max {
+        return text.to_owned();
+    }
+    let mut out: String = text.chars().take(max - 1).collect();
+    out.push('…');
+    out
 }
 
 /// ARGS_JSON of `call` and `check`: a JSON object, `{}` when absent.

@@ -469,3 +469,31 @@ fn trust_refuses_a_missing_or_broken_file() {
     let out = toolgate(ws.path()).arg("trust").output().unwrap();
     assert_usage_error(&out, "not a valid configuration");
 }
+
+#[test]
+fn a_70000_character_call_id_is_replaced_and_audit_does_not_panic() {
+    let ws = workspace();
+    let long = "x".repeat(70_000);
+    let answer = serde_json::json!({"role": "assistant", "tool_calls": [{"id": long, "type": "function",
+        "function": {"name": "read_file", "arguments": "{\"path\": \"hello.txt\"}"}}]});
+    let out = toolgate(ws.path())
+        .args(["--session", "long-id", "exec", "--format", "openai"])
+        .write_stdin(answer.to_string())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(!stdout.contains(&long), "the over-long id is not echoed back");
+    assert!(stdout.contains("hello"), "the call still ran: {stdout}");
+    let audit = toolgate(ws.path())
+        .args(["--session", "long-id", "audit"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        audit.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&audit.stderr)
+    );
+    assert!(String::from_utf8_lossy(&audit.stdout).contains("read_file"));
+}

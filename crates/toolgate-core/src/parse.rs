@@ -23,6 +23,11 @@ const NAME_PREFIXES: &[&str] = &[
     "default_api.",
 ];
 
+/// The longest call id kept as given (providers issue ids of a few dozen bytes).
+pub const MAX_ID_BYTES: usize = 256;
+/// The longest tool name read (MCP's namespaced names stay far below it).
+pub const MAX_NAME_BYTES: usize = 256;
+
 /// A call that stage 1 could not make usable.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Malformed {
@@ -37,12 +42,10 @@ pub struct Malformed {
 /// Normalises one raw call. `cut_off` says the provider cut the answer at its token limit: then
 /// incomplete arguments are never completed.
 pub fn normalize(raw: &RawCall, registry: &Registry, cut_off: bool) -> Result<ToolCall, Malformed> {
-    let id = raw
-        .id
-        .as_deref()
-        .map(str::trim)
-        .filter(|s| !s.is_empty())
-        .map_or_else(CallId::generate, CallId::new);
+    let given = raw.id.as_deref().map(str::trim).filter(|s| !s.is_empty());
+    // A model chooses call ids: one longer than any provider issues is replaced, and said so.
+    let overlong = given.is_some_and(|g| g.len() > MAX_ID_BYTES);
+    let id = given.filter(|_| !overlong).map_or_else(CallId::generate, CallId::new);
     let malformed = |name: Option<String>, message: String| Malformed {
         id: id.clone(),
         name,
@@ -54,7 +57,19 @@ pub fn normalize(raw: &RawCall, registry: &Registry, cut_off: bool) -> Result<To
             "The tool call has no tool name. Call again with the tool's name.".into(),
         ));
     };
+    if written.len() > MAX_NAME_BYTES {
+        return Err(malformed(
+            None,
+            format!(
+                "The tool name is {} bytes long; tool names have at most {MAX_NAME_BYTES}. Call again with the tool's name.",
+                written.len()
+            ),
+        ));
+    }
     let mut repair = raw.repair.clone().unwrap_or_default();
+    if overlong {
+        repair.actions.push("replaced_overlong_call_id".into());
+    }
     let name = resolve_name(written, registry, &mut repair.actions);
 
     let (mut arguments, arg_repair) = match parse_arguments(&raw.arguments, cut_off) {

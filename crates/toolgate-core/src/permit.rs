@@ -137,7 +137,11 @@ pub fn decide_vetted(call: &ToolCall, spec: &ToolSpec, policy: &Policy, grants: 
                 LayerSource::Session => Source::SessionPermissionsDeny,
                 _ => Source::ConfigDeny,
             };
-            return Decision::new(Verdict::Deny, source, format!("the rule {rule} denies it{}", dynamic_note(&subject)));
+            return Decision::new(
+                Verdict::Deny,
+                source,
+                format!("the rule {rule} denies it{}", dynamic_note(&subject)),
+            );
         }
     }
     for layer in layers.clone() {

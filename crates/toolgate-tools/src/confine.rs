@@ -72,7 +72,10 @@ impl Workspace {
             return open_in(&self.dir, rel, flags, mode, shown);
         }
         if flags.contains(OFlag::O_CREAT) {
-            let parent = rel.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+            let parent = rel
+                .parent()
+                .filter(|p| !p.as_os_str().is_empty())
+                .unwrap_or(Path::new("."));
             if let Ok(dir) = open_in(&self.dir, parent, OFlag::O_PATH | OFlag::O_DIRECTORY, 0, shown)
                 && let Some(name) = rel.file_name()
             {
@@ -87,8 +90,11 @@ impl Workspace {
         let fd = open_in(&self.dir, rel, flags | OFlag::O_NONBLOCK, mode, shown)?;
         vet_opened(&fd, shown)?;
         // Back to blocking reads and writes on a regular file or directory.
-        nix::fcntl::fcntl(&fd, nix::fcntl::FcntlArg::F_SETFL(flags & !OFlag::O_CREAT & !OFlag::O_TRUNC & !OFlag::O_EXCL))
-            .map_err(|e| ToolError::failed(format!("{shown}: {e}")))?;
+        nix::fcntl::fcntl(
+            &fd,
+            nix::fcntl::FcntlArg::F_SETFL(flags & !OFlag::O_CREAT & !OFlag::O_TRUNC & !OFlag::O_EXCL),
+        )
+        .map_err(|e| ToolError::failed(format!("{shown}: {e}")))?;
         Ok(fd)
     }
 
@@ -125,27 +131,79 @@ impl Workspace {
 
 /// Only a regular file with one link, or a directory, and none of toolgate's control files.
 fn vet_opened(fd: &OwnedFd, shown: &str) -> Result<(), ToolError> {
-        let st = nix::sys::stat::fstat(fd).map_err(|e| ToolError::failed(format!("{shown}: {e}")))?;
-        let kind = st.st_mode & nix::libc::S_IFMT;
-        if kind != nix::libc::S_IFREG && kind != nix::libc::S_IFDIR {
-            let what = match kind {
-                nix::libc::S_IFIFO => "a FIFO",
-                nix::libc::S_IFSOCK => "a socket",
-                nix::libc::S_IFCHR => "a character device",
-                nix::libc::S_IFBLK => "a block device",
-                _ => "not a regular file",
-            };
-            return Err(ToolError::failed(format!(
-                "{shown} is {what}; the file tools open only regular files and directories"
-            )));
-        }
-        if kind == nix::libc::S_IFREG && st.st_nlink > 1 {
-            return Err(ToolError::failed(format!(
-                "{shown} has {} hard links; the file tools refuse files with more than one, since another link may lie outside the workspace",
-                st.st_nlink
-            )));
-        }
+    let st = nix::sys::stat::fstat(fd).map_err(|e| ToolError::failed(format!("{shown}: {e}")))?;
+    let kind = st.st_mode & nix::libc::S_IFMT;
+    if kind != nix::libc::S_IFREG && kind != nix::libc::S_IFDIR {
+        let what = match kind {
+            nix::libc::S_IFIFO => "a FIFO",
+            nix::libc::S_IFSOCK => "a socket",
+            nix::libc::S_IFCHR => "a character device",
+            nix::libc::S_IFBLK => "a block device",
+            _ => "not a regular file",
+        };
+        return Err(ToolError::failed(format!(
+            "{shown} is {what}; the file tools open only regular files and directories"
+        )));
+    }
+    if kind == nix::libc::S_IFREG && st.st_nlink > 1 {
+        return Err(ToolError::failed(format!(
+            "{shown} has {} hard links; the file tools refuse files with more than one, since another link may lie outside the workspace",
+            st.st_nlink
+        )));
+    }
     crate::protect::refuse(&real_path(fd)?, shown)
+}
+
+/// What the file tools decide before permission: a path outside the workspace or naming one of
+/// toolgate's control files is refused (`builtin_deny`, before anyone is asked); otherwise the
+/// path the kernel resolves — symlinks inside the workspace and absolute spellings followed —
+/// relative to the workspace, which is what path rules match.
+pub fn vet_path(root: &Path, path: &str) -> toolgate_core::tool::Vetted {
+    use toolgate_core::tool::Vetted;
+    let Ok(ws) = Workspace::open(root) else {
+        return Vetted::default();
+    };
+    let rel = match ws.relative(path) {
+        Ok(r) => r,
+        Err(e) => return Vetted::refuse(e.to_string()),
+    };
+    let canonical_root = std::fs::canonicalize(root).unwrap_or_else(|_| root.to_path_buf());
+    let inside = |real: &Path| -> Vetted {
+        if crate::protect::is_protected(real) {
+            return Vetted::refuse(format!(
+                "{path} is one of toolgate's own control files (configuration, trust records, state or hooks); no tool may touch it"
+            ));
+        }
+        match real.strip_prefix(&canonical_root) {
+            Ok(r) if r.as_os_str().is_empty() => Vetted::resolved("."),
+            Ok(r) => Vetted::resolved(r.to_string_lossy()),
+            Err(_) => Vetted::refuse(outside(path).to_string()),
+        }
+    };
+    match open_in(&ws.dir, &rel, OFlag::O_PATH, 0, path) {
+        Ok(fd) => match real_path(&fd) {
+            Ok(real) => inside(&real),
+            Err(e) => Vetted::refuse(e.to_string()),
+        },
+        Err(e) if is_missing(&e) => {
+            // A file to be created: its directory resolved, its name as given.
+            let parent = rel
+                .parent()
+                .filter(|p| !p.as_os_str().is_empty())
+                .unwrap_or(Path::new("."));
+            let name = rel.file_name().map(std::ffi::OsStr::to_os_string).unwrap_or_default();
+            match open_in(&ws.dir, parent, OFlag::O_PATH | OFlag::O_DIRECTORY, 0, path) {
+                Ok(dir) => match real_path(&dir) {
+                    Ok(real) => inside(&real.join(name)),
+                    Err(e) => Vetted::refuse(e.to_string()),
+                },
+                // Directories still to be made: the path as written, normalised.
+                Err(e) if is_missing(&e) => inside(&canonical_root.join(&rel)),
+                Err(e) => Vetted::refuse(e.to_string()),
+            }
+        }
+        Err(e) => Vetted::refuse(e.to_string()),
+    }
 }
 
 /// The path the kernel opened a descriptor at.

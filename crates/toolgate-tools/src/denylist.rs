@@ -162,7 +162,19 @@ fn check_program(p: &Program, place: &Place) -> Option<String> {
         }
         n if n == "mkfs"
             || n.starts_with("mkfs.")
-            || matches!(n, "mke2fs" | "mkswap" | "wipefs" | "mkdosfs" | "mkntfs" | "mkfs.vfat" | "sfdisk" | "fdisk" | "parted" | "sgdisk") =>
+            || matches!(
+                n,
+                "mke2fs"
+                    | "mkswap"
+                    | "wipefs"
+                    | "mkdosfs"
+                    | "mkntfs"
+                    | "mkfs.vfat"
+                    | "sfdisk"
+                    | "fdisk"
+                    | "parted"
+                    | "sgdisk"
+            ) =>
         {
             Some(format!("{name} formats or repartitions a disk"))
         }

@@ -283,7 +283,10 @@ impl TypedTool for ExecShell {
         }
     }
     fn vet(&self, workspace: &Path, args: &serde_json::Value) -> Vetted {
-        let command = args.get("command").and_then(serde_json::Value::as_str).unwrap_or_default();
+        let command = args
+            .get("command")
+            .and_then(serde_json::Value::as_str)
+            .unwrap_or_default();
         let cwd = args.get("cwd").and_then(serde_json::Value::as_str);
         let place = crate::denylist::Place::new(workspace, cwd);
         match crate::denylist::check_at(command, &place) {
@@ -301,7 +304,8 @@ impl TypedTool for ExecShell {
             )));
         }
         let cwd = working_dir(&ctx.workspace, args.cwd.as_deref())?;
-        let sandbox = crate::sandbox::prepare(self.config.sandbox, &ctx.workspace, self.config.network).map_err(ToolError::failed)?;
+        let sandbox = crate::sandbox::prepare(self.config.sandbox, &ctx.workspace, self.config.network)
+            .map_err(ToolError::failed)?;
         let timeout = args
             .timeout_ms
             .map_or(self.config.timeout, Duration::from_millis)

@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use toolgate_core::ToolError;
 use toolgate_core::tool::{
-    Annotations, CacheScope, CacheSpec, PermissionSubject, ToolContext, ToolOutput, ToolSpec, TypedTool,
+    Annotations, CacheScope, CacheSpec, PermissionSubject, ToolContext, ToolOutput, ToolSpec, TypedTool, Vetted,
 };
 
 /// `fetch_url` settings (`[fetch]` in the configuration).
@@ -338,6 +338,20 @@ impl TypedTool for FetchUrl {
                 idempotent: true,
                 open_world: true,
             })
+        }
+    }
+    /// The URL as the fetcher parses it is what the rules match (`http://[::1]:8\\@example.com/`
+    /// is a request to `[::1]`, whatever a naive reading says), and the guard refuses an
+    /// internal IP literal or name before anyone is asked, whatever a rule says.
+    fn vet(&self, _workspace: &std::path::Path, args: &Value) -> Vetted {
+        let text = args.get("url").and_then(Value::as_str).unwrap_or_default();
+        let url = match url::Url::parse(text.trim()) {
+            Ok(u) => u,
+            Err(e) => return Vetted::refuse(format!("{text:?} is not a URL: {e}")),
+        };
+        match self.guard.check_url(&url) {
+            Ok(()) => Vetted::resolved(url.as_str()),
+            Err(why) => Vetted::refuse(why),
         }
     }
     async fn run(&self, ctx: &ToolContext, args: FetchUrlArgs) -> Result<ToolOutput, ToolError> {

@@ -14,7 +14,7 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::path::Path;
 use std::sync::Arc;
 use toolgate_core::ToolError;
-use toolgate_core::tool::{Annotations, PermissionSubject, ToolContext, ToolOutput, ToolSpec, TypedTool};
+use toolgate_core::tool::{Annotations, PermissionSubject, ToolContext, ToolOutput, ToolSpec, TypedTool, Vetted};
 
 /// Limits of the file tools.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -88,16 +88,31 @@ impl TypedTool for ReadFile {
     fn spec(&self) -> ToolSpec {
         path_spec(Annotations::READ_ONLY)
     }
+    fn vet(&self, workspace: &Path, args: &serde_json::Value) -> Vetted {
+        crate::confine::vet_path(
+            workspace,
+            args.get("path").and_then(serde_json::Value::as_str).unwrap_or_default(),
+        )
+    }
     async fn run(&self, ctx: &ToolContext, args: ReadFileArgs) -> Result<ToolOutput, ToolError> {
         let root = ctx.workspace.clone();
         let limits = self.limits;
-        blocking(move || read_file(&root, &args, limits))
+        let cancel = ctx.cancel.clone();
+        blocking(move || read_file(&root, &args, limits, &cancel))
             .await
             .map(ToolOutput::json)
     }
 }
 
-fn read_file(root: &Path, args: &ReadFileArgs, limits: FileLimits) -> Result<serde_json::Value, ToolError> {
+/// Bytes `read_file` scans at most to reach its first line (past it the read stops, said so).
+const MAX_SCAN_BYTES: u64 = 256 << 20;
+
+fn read_file(
+    root: &Path,
+    args: &ReadFileArgs,
+    limits: FileLimits,
+    cancel: &toolgate_core::CancellationToken,
+) -> Result<serde_json::Value, ToolError> {
     let ws = Workspace::open(root)?;
     let rel = ws.relative(&args.path)?;
     let fd = ws.open_beneath(&rel, OFlag::O_RDONLY, 0, &args.path)?;
@@ -119,7 +134,18 @@ fn read_file(root: &Path, args: &ReadFileArgs, limits: FileLimits) -> Result<ser
     let mut number = 0u64;
     let mut last = 0u64;
     let mut truncated = false;
+    // Bounded by the file's real size and a scan budget, and stopped by a cancellation: a huge
+    // sparse file or a far offset cannot keep a thread reading after the call ended.
+    let scan_limit = meta.len().min(MAX_SCAN_BYTES);
+    let mut scanned = 0u64;
     loop {
+        if cancel.is_cancelled() {
+            return Err(ToolError::Canceled);
+        }
+        if scanned >= scan_limit && scanned > 0 {
+            truncated = scanned < meta.len();
+            break;
+        }
         line.clear();
         let n = reader
             .by_ref()
@@ -128,6 +154,10 @@ fn read_file(root: &Path, args: &ReadFileArgs, limits: FileLimits) -> Result<ser
             .map_err(|e| ToolError::failed(format!("{}: {e}", args.path)))?;
         if n == 0 {
             break;
+        }
+        scanned += n as u64;
+        if line.contains(&0) {
+            return Err(ToolError::failed(format!("{} is a binary file", args.path)));
         }
         number += 1;
         if number < first {
@@ -194,6 +224,12 @@ impl TypedTool for ListDirectory {
     }
     fn spec(&self) -> ToolSpec {
         path_spec(Annotations::READ_ONLY)
+    }
+    fn vet(&self, workspace: &Path, args: &serde_json::Value) -> Vetted {
+        crate::confine::vet_path(
+            workspace,
+            args.get("path").and_then(serde_json::Value::as_str).unwrap_or("."),
+        )
     }
     async fn run(&self, ctx: &ToolContext, args: ListDirectoryArgs) -> Result<ToolOutput, ToolError> {
         let root = ctx.workspace.clone();
@@ -293,6 +329,12 @@ impl TypedTool for WriteFile {
             open_world: false,
         })
     }
+    fn vet(&self, workspace: &Path, args: &serde_json::Value) -> Vetted {
+        crate::confine::vet_path(
+            workspace,
+            args.get("path").and_then(serde_json::Value::as_str).unwrap_or_default(),
+        )
+    }
     async fn run(&self, ctx: &ToolContext, args: WriteFileArgs) -> Result<ToolOutput, ToolError> {
         if args.content.len() > self.limits.max_write_bytes {
             return Err(ToolError::failed(format!(
@@ -369,6 +411,12 @@ impl TypedTool for EditFile {
             idempotent: false,
             open_world: false,
         })
+    }
+    fn vet(&self, workspace: &Path, args: &serde_json::Value) -> Vetted {
+        crate::confine::vet_path(
+            workspace,
+            args.get("path").and_then(serde_json::Value::as_str).unwrap_or_default(),
+        )
     }
     async fn run(&self, ctx: &ToolContext, args: EditFileArgs) -> Result<ToolOutput, ToolError> {
         if args.old_string.is_empty() {

@@ -92,8 +92,15 @@ pub fn forbidden_v6(ip: Ipv6Addr) -> Option<&'static str> {
     };
     // Forms that carry an IPv4 address: the IPv4 rules decide.
     let low32 = Ipv4Addr::from((bits & 0xffff_ffff) as u32);
-    if in_net(0x0000_0000_0000_0000_0000_ffff_0000_0000, 96) || in_net(0x0064_ff9b_0000_0000_0000_0000_0000_0000, 96) {
+    // IPv4-mapped (::ffff:0:0/96), IPv4-translated (::ffff:0:0:0/96) and NAT64 (64:ff9b::/96).
+    if in_net(0x0000_0000_0000_0000_0000_ffff_0000_0000, 96)
+        || in_net(0x0000_0000_0000_0000_ffff_0000_0000_0000, 96)
+        || in_net(0x0064_ff9b_0000_0000_0000_0000_0000_0000, 96)
+    {
         return forbidden_v4(low32);
+    }
+    if in_net(0x0064_ff9b_0001_0000_0000_0000_0000_0000, 48) {
+        return Some("local-use NAT64 (64:ff9b:1::/48), which reaches internal IPv4 networks");
     }
     if in_net(0x2002_0000_0000_0000_0000_0000_0000_0000, 16) {
         return forbidden_v4(Ipv4Addr::from(((bits >> 80) & 0xffff_ffff) as u32));
@@ -218,6 +225,10 @@ mod tests {
             "http://[0:0:0:0:0:ffff:169.254.169.254]/",
             "http://[::127.0.0.1]/",
             "http://[64:ff9b::a9fe:a9fe]/",
+            "http://[::ffff:0:7f00:1]/",
+            "http://[::ffff:0:169.254.169.254]/",
+            "http://[64:ff9b:1::8.8.8.8]/",
+            "http://[64:ff9b:1:ffff::1]/",
             "http://[2002:7f00:1::]/",
             "http://[2001::1]/",
             "http://169.254.169.254/latest/meta-data/",

@@ -75,9 +75,14 @@ async fn the_victim_is_deleted_when_nothing_denies_it() {
     let v = victim(ws.path());
     let engine = engine();
     let s = session(&engine, ws.path(), &["exec_shell"], &[], false);
-    let out = engine.run_call(&s, shell_call("rm -rf victim"), TurnOptions::default()).await;
+    let out = engine
+        .run_call(&s, shell_call("rm -rf victim"), TurnOptions::default())
+        .await;
     assert_eq!(error_type(&out), None, "{out:?}");
-    assert!(!v.exists(), "the control run must delete the victim, or the attacks prove nothing");
+    assert!(
+        !v.exists(),
+        "the control run must delete the victim, or the attacks prove nothing"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -91,7 +96,11 @@ async fn every_spelling_of_a_denied_program_is_refused_and_the_victim_stays() {
             let v = victim(ws.path());
             let s = session(&engine, ws.path(), allow, &["exec_shell(rm:*)"], yolo);
             let out = engine.run_call(&s, shell_call(line), TurnOptions::default()).await;
-            assert_eq!(error_type(&out).as_deref(), Some("permission_denied"), "{line} (yolo {yolo}): {out:?}");
+            assert_eq!(
+                error_type(&out).as_deref(),
+                Some("permission_denied"),
+                "{line} (yolo {yolo}): {out:?}"
+            );
             assert!(v.join("inner/file").exists(), "{line} (yolo {yolo}) deleted the victim");
         }
     }
@@ -106,9 +115,19 @@ async fn catastrophic_lines_are_refused_before_permission_even_under_yolo() {
     assert!(lines.len() >= 50);
     for line in &lines {
         let report = engine.check(&s, &shell_call(line));
-        assert_eq!((report.decision, report.source.as_str()), ("deny", "builtin_deny"), "{line}: {report:?}");
+        assert_eq!(
+            (report.decision, report.source.as_str()),
+            ("deny", "builtin_deny"),
+            "{line}: {report:?}"
+        );
     }
-    for harmless in ["rm -rf target", "rm -rf ./build/*", "cd src && rm -rf gen", "find . -name '*.o' -delete", "ls -la /"] {
+    for harmless in [
+        "rm -rf target",
+        "rm -rf ./build/*",
+        "cd src && rm -rf gen",
+        "find . -name '*.o' -delete",
+        "ls -la /",
+    ] {
         let report = engine.check(&s, &shell_call(harmless));
         assert_eq!(report.decision, "allow", "{harmless}: {report:?}");
     }

@@ -697,7 +697,10 @@ fn literal_output(c: &Command) -> Option<String> {
         return None;
     }
     let a = analyze(&c.to_string());
-    let cmd = a.commands.first().filter(|_| a.dynamic.is_none() && a.opaque.is_none())?;
+    let cmd = a
+        .commands
+        .first()
+        .filter(|_| a.dynamic.is_none() && a.opaque.is_none())?;
     Some(
         cmd.words[1..]
             .iter()

@@ -88,12 +88,22 @@ fn every_spelling_of_a_program_is_seen() {
 
 #[test]
 fn the_programs_of_a_wrapper_line_are_listed_in_order() {
-    assert_eq!(programs("nohup nice env A=1 timeout 9 rm x"), ["nohup", "nice", "env", "timeout", "rm"]);
+    assert_eq!(
+        programs("nohup nice env A=1 timeout 9 rm x"),
+        ["nohup", "nice", "env", "timeout", "rm"]
+    );
     assert_eq!(programs("bash -c 'git status && ls'"), ["bash", "git", "ls"]);
-    assert_eq!(programs("find . -exec grep -l x {} + -exec wc -l {} ;"), ["find", "grep", "wc"]);
+    assert_eq!(
+        programs("find . -exec grep -l x {} + -exec wc -l {} ;"),
+        ["find", "grep", "wc"]
+    );
     assert_eq!(programs("echo x | xargs"), ["echo", "xargs"]);
     assert_eq!(analyze("ls | grep x").dynamic, None);
-    assert_eq!(analyze("bash script.sh").dynamic, None, "a script file the line does not write");
+    assert_eq!(
+        analyze("bash script.sh").dynamic,
+        None,
+        "a script file the line does not write"
+    );
 }
 
 #[test]
@@ -120,7 +130,13 @@ fn the_working_directory_is_followed_through_cd() {
 
 #[test]
 fn redirections_with_expansions_are_opaque() {
-    for line in ["ls > {../outside/x,}", "ls 2> {/abs/path,}", "ls > $OUT", "ls > *.txt", "ls > ~/x"] {
+    for line in [
+        "ls > {../outside/x,}",
+        "ls 2> {/abs/path,}",
+        "ls > $OUT",
+        "ls > *.txt",
+        "ls > ~/x",
+    ] {
         assert!(analyze(line).opaque.is_some(), "{line}");
     }
     assert_eq!(analyze("ls > out/x.txt").opaque, None);

@@ -76,9 +76,8 @@ fn after_assignments(args: &[Expanded], mut i: usize) -> usize {
 }
 
 fn is_assignment(t: &str) -> bool {
-    t.split_once('=').is_some_and(|(name, _)| {
-        !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
-    })
+    t.split_once('=')
+        .is_some_and(|(name, _)| !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'))
 }
 
 fn rest<'a>(args: &'a [Expanded], i: usize) -> Inner<'a> {
@@ -142,7 +141,10 @@ pub fn inner<'a>(name: &str, words: &'a [Expanded]) -> Inner<'a> {
         ),
         "time" => rest(args, after_options(args, &o(&["-f", "-o", "--format", "--output"]))),
         "ionice" => rest(args, after_options(args, &o(&["-c", "-n", "-p", "-t", "-P", "-u"]))),
-        "stdbuf" => rest(args, after_options(args, &o(&["-i", "-o", "-e", "--input", "--output", "--error"]))),
+        "stdbuf" => rest(
+            args,
+            after_options(args, &o(&["-i", "-o", "-e", "--input", "--output", "--error"])),
+        ),
         "timeout" => {
             let i = after_options(args, &o(&["-s", "-k", "--signal", "--kill-after"]));
             rest(args, i + 1)
@@ -154,7 +156,11 @@ pub fn inner<'a>(name: &str, words: &'a [Expanded]) -> Inner<'a> {
         }
         "chroot" => {
             let i = after_options(args, &o(&["--userspec", "--groups"]));
-            if args.len() > i + 1 { rest(args, i + 1) } else { Inner::Stdin }
+            if args.len() > i + 1 {
+                rest(args, i + 1)
+            } else {
+                Inner::Stdin
+            }
         }
         "env" => {
             if let Some(split) = option_value(args, "-S", "--split-string") {
@@ -167,8 +173,27 @@ pub fn inner<'a>(name: &str, words: &'a [Expanded]) -> Inner<'a> {
             let i = after_options(
                 args,
                 &o(&[
-                    "-u", "-g", "-h", "-p", "-C", "-D", "-r", "-t", "-U", "-T", "-R", "--user", "--group", "--host",
-                    "--prompt", "--chdir", "--role", "--type", "--other-user", "--close-from", "--chroot",
+                    "-u",
+                    "-g",
+                    "-h",
+                    "-p",
+                    "-C",
+                    "-D",
+                    "-r",
+                    "-t",
+                    "-U",
+                    "-T",
+                    "-R",
+                    "--user",
+                    "--group",
+                    "--host",
+                    "--prompt",
+                    "--chdir",
+                    "--role",
+                    "--type",
+                    "--other-user",
+                    "--close-from",
+                    "--chroot",
                     "--command-timeout",
                 ]),
             );
@@ -212,7 +237,10 @@ pub fn inner<'a>(name: &str, words: &'a [Expanded]) -> Inner<'a> {
         }
         "strace" | "ltrace" => rest(
             args,
-            after_options(args, &o(&["-o", "-e", "-p", "-s", "-u", "-E", "-a", "-b", "-O", "-S", "-X", "-P"])),
+            after_options(
+                args,
+                &o(&["-o", "-e", "-p", "-s", "-u", "-E", "-a", "-b", "-O", "-S", "-X", "-P"]),
+            ),
         ),
         "nsenter" | "unshare" => rest(args, after_options(args, &o(&["-t", "--target", "-S", "-G"]))),
         "busybox" => rest(args, 0),
@@ -220,18 +248,30 @@ pub fn inner<'a>(name: &str, words: &'a [Expanded]) -> Inner<'a> {
             let i = after_options(
                 args,
                 &o(&[
-                    "-a", "-d", "-E", "-I", "-L", "-n", "-P", "-s", "--arg-file", "--delimiter", "--max-args",
-                    "--max-procs", "--max-chars", "--max-lines", "--process-slot-var",
+                    "-a",
+                    "-d",
+                    "-E",
+                    "-I",
+                    "-L",
+                    "-n",
+                    "-P",
+                    "-s",
+                    "--arg-file",
+                    "--delimiter",
+                    "--max-args",
+                    "--max-procs",
+                    "--max-chars",
+                    "--max-lines",
+                    "--process-slot-var",
                 ]),
             );
-            if i < args.len() {
-                rest(args, i)
-            } else {
-                Inner::None
-            }
+            if i < args.len() { rest(args, i) } else { Inner::None }
         }
         "parallel" => {
-            let i = after_options(args, &o(&["-j", "--jobs", "-S", "-a", "--arg-file", "-d", "-I", "--delimiter"]));
+            let i = after_options(
+                args,
+                &o(&["-j", "--jobs", "-S", "-a", "--arg-file", "-d", "-I", "--delimiter"]),
+            );
             let end = args[i.min(args.len())..]
                 .iter()
                 .position(|a| a.text.starts_with(":::"))
@@ -332,7 +372,11 @@ fn shell<'a>(name: &str, args: &'a [Expanded]) -> Inner<'a> {
                 from_stdin = true;
             }
             // `-o name` / `-O name` take the option's name as the next word.
-            i += if flags.ends_with('o') || flags.ends_with('O') { 2 } else { 1 };
+            i += if flags.ends_with('o') || flags.ends_with('O') {
+                2
+            } else {
+                1
+            };
             continue;
         }
         break;
@@ -363,14 +407,31 @@ pub fn runs_code_from_options(name: &str, args: &[String]) -> bool {
     let has_prefix = |prefixes: &[&str]| args.iter().any(|a| prefixes.iter().any(|p| a.starts_with(p)));
     match name {
         "git" => {
-            has(&["-c", "--config-env", "--exec-path", "--upload-pack", "--receive-pack", "-x", "--exec", "--ext-diff"])
-                || has_prefix(&["--upload-pack=", "--receive-pack=", "--exec-path=", "--config-env="])
-                || args.iter().any(|a| a == "filter-branch" || a == "foreach" || a == "run")
+            has(&[
+                "-c",
+                "--config-env",
+                "--exec-path",
+                "--upload-pack",
+                "--receive-pack",
+                "-x",
+                "--exec",
+                "--ext-diff",
+            ]) || has_prefix(&["--upload-pack=", "--receive-pack=", "--exec-path=", "--config-env="])
+                || args
+                    .iter()
+                    .any(|a| a == "filter-branch" || a == "foreach" || a == "run")
         }
         "cargo" => has(&["--config", "-Z"]) || has_prefix(&["--config="]),
         "tar" => {
-            has(&["--to-command", "-I", "--use-compress-program", "--info-script", "-F", "--new-volume-script", "--rsh-command"])
-                || has_prefix(&["--checkpoint-action", "--to-command=", "--use-compress-program=", "-I"])
+            has(&[
+                "--to-command",
+                "-I",
+                "--use-compress-program",
+                "--info-script",
+                "-F",
+                "--new-volume-script",
+                "--rsh-command",
+            ]) || has_prefix(&["--checkpoint-action", "--to-command=", "--use-compress-program=", "-I"])
         }
         "rsync" => has(&["-e", "--rsh", "--rsync-path"]) || has_prefix(&["--rsh=", "--rsync-path=", "-e"]),
         "ssh" | "scp" | "sftp" => has(&["-o", "-F", "-S"]) || has_prefix(&["-oProxyCommand", "-oLocalCommand", "-o"]),
@@ -382,9 +443,9 @@ pub fn runs_code_from_options(name: &str, args: &[String]) -> bool {
         "gdb" => has(&["-ex", "--eval-command", "-x", "--command"]),
         "find" => has(&["-exec", "-execdir", "-ok", "-okdir"]),
         "less" | "more" => has_prefix(&["+!", "-+"]),
-        "sed" => args
-            .iter()
-            .any(|a| !a.starts_with('-') && (a.contains("/e") || a.starts_with('e') || a.contains(";e") || a.contains("\ne"))),
+        "sed" => args.iter().any(|a| {
+            !a.starts_with('-') && (a.contains("/e") || a.starts_with('e') || a.contains(";e") || a.contains("\ne"))
+        }),
         "npm" | "pnpm" | "yarn" => has(&["--script-shell"]) || has_prefix(&["--script-shell="]),
         _ => false,
     }
