@@ -4,6 +4,7 @@ mod agent;
 mod approve;
 mod config;
 mod hooks;
+mod secrets;
 mod serve;
 mod telemetry;
 mod time;
@@ -131,6 +132,7 @@ fn main() -> ExitCode {
             return ExitCode::from(if e.use_stderr() { 2 } else { 0 });
         }
     };
+    secrets::scrub();
     let telemetry = telemetry::init();
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(rt) => rt,

@@ -3,6 +3,7 @@
 //! slow command kills it and returns to the prompt, where the session goes on.
 
 mod common;
+use common::xdg_dir;
 #[path = "../../toolgate-llm/tests/common/mod.rs"]
 mod llm_server;
 
@@ -16,8 +17,8 @@ use std::time::Duration;
 fn spawn(ws: &Path, args: &[&str], env: &[(&str, &str)]) -> OsSession {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_toolgate"));
     cmd.arg("--workspace").arg(ws).args(["--store", "memory"]).args(args);
-    cmd.env("XDG_CONFIG_HOME", ws.join(".no-config"));
-    cmd.env("XDG_DATA_HOME", ws.join(".data"));
+    cmd.env("XDG_CONFIG_HOME", xdg_dir(ws, "config"));
+    cmd.env("XDG_DATA_HOME", xdg_dir(ws, "data"));
     cmd.env_remove("RUST_LOG");
     for (k, v) in env {
         cmd.env(k, v);

@@ -1,5 +1,8 @@
 //! Command hooks run as real `sh` scripts, in the PreToolUse / PostToolUse convention.
 
+mod common;
+use common::xdg_dir;
+
 use assert_cmd::Command;
 use serde_json::{Value, json};
 use std::path::Path;
@@ -37,8 +40,8 @@ impl Ws {
             .arg(config)
             .args(extra)
             .args(["call", tool, &args.to_string()])
-            .env("XDG_CONFIG_HOME", self.path().join(".no-config"))
-            .env("XDG_DATA_HOME", self.path().join(".data"))
+            .env("XDG_CONFIG_HOME", xdg_dir(self.path(), "config"))
+            .env("XDG_DATA_HOME", xdg_dir(self.path(), "data"))
             .env_remove("RUST_LOG")
             .output()
             .unwrap();
@@ -236,8 +239,8 @@ fn post_hooks_replace_the_result_or_stop_the_run() {
         .arg("--config")
         .arg(&config)
         .args(["--yes", "exec"])
-        .env("XDG_CONFIG_HOME", ws.path().join(".no-config"))
-        .env("XDG_DATA_HOME", ws.path().join(".data"))
+        .env("XDG_CONFIG_HOME", xdg_dir(ws.path(), "config"))
+        .env("XDG_DATA_HOME", xdg_dir(ws.path(), "data"))
         .write_stdin(answer.to_string())
         .output()
         .unwrap();
@@ -263,7 +266,7 @@ fn an_invalid_matcher_is_a_configuration_error_naming_the_line() {
         .arg("--config")
         .arg(&config)
         .arg("tools")
-        .env("XDG_CONFIG_HOME", ws.path().join(".no-config"))
+        .env("XDG_CONFIG_HOME", xdg_dir(ws.path(), "config"))
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2));

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use toolgate_mcp::rmcp;
 
 mod common;
-use common::{Guard, fixture_upstream};
+use common::{Guard, fixture_upstream, xdg_dir};
 
 const CLIENTS: usize = 64;
 const CALLS: usize = 500;
@@ -58,8 +58,8 @@ fn gateway(dir: &Path, upstream: &str, store: &str) -> (Guard, String) {
         .arg("--store")
         .arg(store)
         .args(["serve", "--listen", "127.0.0.1:0"])
-        .env("XDG_CONFIG_HOME", dir.join(".no-config"))
-        .env("XDG_DATA_HOME", dir.join(".data"))
+        .env("XDG_CONFIG_HOME", xdg_dir(dir, "config"))
+        .env("XDG_DATA_HOME", xdg_dir(dir, "data"))
         .env("TOOLGATE_SERVE_APPROVER_TOKEN", "load-approver")
         .env_remove("RUST_LOG")
         .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")

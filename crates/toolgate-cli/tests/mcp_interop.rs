@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 mod common;
-use common::Guard;
+use common::{Guard, xdg_dir};
 
 fn peer(var: &str) -> Option<PathBuf> {
     let found = std::env::var_os(var).map(PathBuf::from).filter(|p| p.exists());
@@ -92,8 +92,8 @@ fn toolgate(dir: &std::path::Path, config: &PathBuf) -> Command {
         .arg(dir)
         .arg("--store")
         .arg(format!("sqlite://{}", dir.join("state.db").display()))
-        .env("XDG_CONFIG_HOME", dir.join(".no-config"))
-        .env("XDG_DATA_HOME", dir.join(".data"))
+        .env("XDG_CONFIG_HOME", xdg_dir(dir, "config"))
+        .env("XDG_DATA_HOME", xdg_dir(dir, "data"))
         .env_remove("RUST_LOG");
     cmd
 }

@@ -1,6 +1,9 @@
 //! `toolgate call write_file` under a pseudo-terminal: it asks, and honours each answer; `--yes`,
 //! `--yolo` and an allow rule skip the prompt.
 
+mod common;
+use common::xdg_dir;
+
 use expectrl::session::OsSession;
 use expectrl::{Eof, Expect, Session};
 use std::path::Path;
@@ -15,8 +18,8 @@ fn spawn(ws: &Path, extra: &[&str], file: &str) -> OsSession {
         "write_file",
         &format!(r#"{{"path": "{file}", "content": "hello"}}"#),
     ]);
-    cmd.env("XDG_CONFIG_HOME", ws.join(".no-config"));
-    cmd.env("XDG_DATA_HOME", ws.join(".data"));
+    cmd.env("XDG_CONFIG_HOME", xdg_dir(ws, "config"));
+    cmd.env("XDG_DATA_HOME", xdg_dir(ws, "data"));
     cmd.env_remove("RUST_LOG");
     let mut session = Session::spawn(cmd).expect("spawn under a pty");
     // Only a bound for a broken build: the test waits on the prompt text itself.

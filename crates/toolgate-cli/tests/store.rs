@@ -59,7 +59,7 @@ fn the_default_store_is_a_sqlite_file_in_the_data_directory() {
         .output()
         .unwrap();
     assert!(out.status.success());
-    assert!(ws.path().join(".data/toolgate/toolgate.db").is_file());
+    assert!(xdg_dir(ws.path(), "data").join("toolgate/toolgate.db").is_file());
 
     let ws = workspace();
     let out = toolgate(ws.path())
@@ -67,7 +67,7 @@ fn the_default_store_is_a_sqlite_file_in_the_data_directory() {
         .output()
         .unwrap();
     assert!(out.status.success());
-    assert!(!ws.path().join(".data").exists(), "--store memory writes no file");
+    assert!(!xdg_dir(ws.path(), "data").exists(), "--store memory writes no file");
 }
 
 #[test]
@@ -258,7 +258,10 @@ fn bad_stores_get_one_line_exit_2_and_nothing_written() {
         .output()
         .unwrap();
     assert_one_line_exit_2(&out, "\"ftp\"");
-    assert!(!ws.path().join(".data").exists(), "no default store was created either");
+    assert!(
+        !xdg_dir(ws.path(), "data").exists(),
+        "no default store was created either"
+    );
 }
 
 #[test]

@@ -11,7 +11,7 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 mod common;
-use common::fixture_upstream;
+use common::{fixture_upstream, xdg_dir};
 
 /// A collector: answers every POST with 200 and hands over (path, body).
 fn collector() -> (String, mpsc::Receiver<(String, Vec<u8>)>) {
@@ -79,8 +79,8 @@ fn call_meta(dir: &Path, endpoint: Option<&str>) -> serde_json::Value {
         .arg("--workspace")
         .arg(dir)
         .args(["--store", "memory", "call", "fx__meta", "{}"])
-        .env("XDG_CONFIG_HOME", dir.join(".no-config"))
-        .env("XDG_DATA_HOME", dir.join(".data"))
+        .env("XDG_CONFIG_HOME", xdg_dir(dir, "config"))
+        .env("XDG_DATA_HOME", xdg_dir(dir, "data"))
         .env_remove("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
         .env_remove("RUST_LOG");
     match endpoint {

@@ -453,9 +453,19 @@ impl Upstream {
         let running = match &self.endpoint {
             Endpoint::Stdio { command, args } => {
                 let mut cmd = tokio::process::Command::new(command);
+                // The server gets PATH, HOME, LANG and what its configuration names — never
+                // toolgate's environment (tokens, provider keys) — and cannot outlive toolgate.
                 cmd.args(args)
+                    .env_clear()
+                    .envs(toolgate_tools::contain::minimal_env(&[]))
                     .envs(&self.config.env)
                     .current_dir(self.config.cwd.as_ref().unwrap_or(&self.workspace));
+                let containment = toolgate_tools::contain::Containment::default();
+                // SAFETY: the containment makes only async-signal-safe system calls (prctl,
+                // unshare, fork, waitpid) between fork and exec.
+                unsafe {
+                    cmd.pre_exec(move || containment.apply_in_own_group());
+                }
                 let mut wrap = process_wrap::tokio::CommandWrap::from(cmd);
                 wrap.wrap(process_wrap::tokio::ProcessGroup::leader())
                     .wrap(process_wrap::tokio::KillOnDrop);

@@ -76,12 +76,16 @@ pub struct ExecShellArgs {
 pub struct ExecShell {
     /// Settings.
     pub config: ShellConfig,
+    containment: crate::contain::Containment,
 }
 
 impl ExecShell {
     /// An `exec_shell` with these settings.
     pub fn new(config: ShellConfig) -> Self {
-        Self { config }
+        Self {
+            config,
+            containment: crate::contain::Containment::default(),
+        }
     }
 }
 
@@ -320,28 +324,18 @@ impl TypedTool for ExecShell {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .env_clear();
-        let parent_env: HashMap<String, String> = std::env::vars().collect();
-        command.env(
-            "PATH",
-            parent_env
-                .get("PATH")
-                .map_or("/usr/local/bin:/usr/bin:/bin", String::as_str),
-        );
-        command.env("HOME", parent_env.get("HOME").map_or("/", String::as_str));
-        command.env("LANG", parent_env.get("LANG").map_or("C.UTF-8", String::as_str));
-        for name in &self.config.env_allowlist {
-            if let Some(v) = parent_env.get(name) {
-                command.env(name, v);
-            }
-        }
+        command.envs(crate::contain::minimal_env(&self.config.env_allowlist));
         let pre_exec = sandbox.pre_exec();
+        let containment = self.containment.clone();
         // SAFETY: between fork and exec only async-signal-safe calls are made: setsid, prctl,
-        // and the sandbox's landlock_restrict_self and seccomp filter installation, none of
-        // which allocates (the sandbox's rules were built before the fork).
+        // unshare, fork and waitpid in the containment, and the sandbox's landlock_restrict_self
+        // and seccomp filter installation, none of which allocates (the sandbox's rules and the
+        // namespace maps were built before the fork).
         unsafe {
             command.pre_exec(move || {
                 nix::unistd::setsid().map_err(std::io::Error::from)?;
                 nix::sys::prctl::set_child_subreaper(true).map_err(std::io::Error::from)?;
+                containment.apply()?;
                 pre_exec.apply()
             });
         }

@@ -15,6 +15,7 @@
 //! ```
 
 pub mod confine;
+pub mod contain;
 pub mod denylist;
 pub mod exec_shell;
 pub mod fetch;

@@ -27,8 +27,10 @@ impl Model for OneCall {
         let mut n = self.0.lock().unwrap();
         *n += 1;
         let body = if *n == 1 {
-            // A grandchild in its own session must die too.
-            let command = "setsid sleep 60 & echo $! > pids; sleep 60 & echo $! >> pids; wait";
+            // A grandchild in its own session must die too. Each records its pid as seen from
+            // outside the shell's PID namespace (cut's parent, from /proc/self/stat).
+            let record = "cut -d' ' -f4 /proc/self/stat >> pids; exec sleep 60";
+            let command = format!("setsid sh -c \"{record}\" & sh -c \"{record}\" & wait");
             json!({"role": "assistant", "tool_calls": [{"id": "call_slow", "type": "function",
                    "function": {"name": "exec_shell", "arguments": json!({"command": command}).to_string()}}]})
         } else {

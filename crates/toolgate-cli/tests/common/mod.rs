@@ -5,12 +5,23 @@ use assert_cmd::Command;
 use serde_json::Value;
 use std::path::Path;
 
+/// toolgate's configuration or data directory for a test workspace: beside it, never inside
+/// (toolgate's own files inside a workspace make the sandbox keep its top level read-only).
+pub fn xdg_dir(workspace: impl AsRef<Path>, kind: &str) -> std::path::PathBuf {
+    let ws = workspace.as_ref();
+    let name = ws
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    ws.with_file_name(format!("{name}.xdg")).join(kind)
+}
+
 /// `toolgate --workspace W`, isolated from the developer's configuration, data and store.
 pub fn toolgate(workspace: &Path) -> Command {
     let mut cmd = Command::cargo_bin("toolgate").unwrap();
     cmd.arg("--workspace").arg(workspace);
-    cmd.env("XDG_CONFIG_HOME", workspace.join(".no-config"));
-    cmd.env("XDG_DATA_HOME", workspace.join(".data"));
+    cmd.env("XDG_CONFIG_HOME", xdg_dir(workspace, "config"));
+    cmd.env("XDG_DATA_HOME", xdg_dir(workspace, "data"));
     cmd.env_remove("RUST_LOG");
     cmd.env_remove("TOOLGATE_STORE_URL");
     cmd
