@@ -246,6 +246,65 @@ fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
+/// A redirection written as a path inside the workspace that really lands outside it (through a
+/// symlink to a file or a directory) or on one of toolgate's control files.
+fn redirect_escape(analysis: &toolgate_core::shell::Analysis, place: &crate::denylist::Place) -> Option<String> {
+    let root = std::fs::canonicalize(&place.workspace).unwrap_or_else(|_| place.workspace.clone());
+    let alternatives = analysis.writes.iter().flat_map(|w| {
+        toolgate_core::shell::expand_braces(&w.path, 64)
+            .into_iter()
+            .map(move |path| (path, w.cwd.as_deref()))
+    });
+    for (path, cwd) in alternatives {
+        let Some(cwd) = cwd else {
+            continue;
+        };
+        if path.is_empty() || path == "/dev/null" {
+            continue;
+        }
+        if path.starts_with('/') || path.starts_with('~') || cwd.starts_with('/') || cwd.starts_with('~') {
+            continue; // written outside on its face: no allow rule covers it, a person is asked
+        }
+        let target = place.start.join(cwd).join(&path);
+        let real = resolve_existing(&target);
+        if crate::protect::is_protected(&real) {
+            return Some(format!(
+                "it redirects output to {path}, one of toolgate's own control files"
+            ));
+        }
+        if !real.starts_with(&root) {
+            return Some(format!(
+                "it redirects output to {}, which leads outside the workspace (to {})",
+                path,
+                real.display()
+            ));
+        }
+    }
+    None
+}
+
+/// The path with its longest existing prefix resolved (symlinks followed), the rest appended.
+fn resolve_existing(path: &Path) -> PathBuf {
+    let mut existing = path.to_path_buf();
+    let mut rest = Vec::new();
+    loop {
+        if let Ok(real) = std::fs::canonicalize(&existing) {
+            let mut out = real;
+            for part in rest.iter().rev() {
+                out.push(part);
+            }
+            return out;
+        }
+        match (existing.file_name().map(std::ffi::OsStr::to_os_string), existing.parent()) {
+            (Some(name), Some(parent)) => {
+                rest.push(name);
+                existing = parent.to_path_buf();
+            }
+            _ => return path.to_path_buf(),
+        }
+    }
+}
+
 /// The directory to run in: inside the workspace, existing.
 fn working_dir(workspace: &Path, cwd: Option<&str>) -> Result<PathBuf, ToolError> {
     let Some(rel) = cwd.filter(|c| !c.is_empty() && *c != ".") else {
@@ -293,10 +352,14 @@ impl TypedTool for ExecShell {
             .unwrap_or_default();
         let cwd = args.get("cwd").and_then(serde_json::Value::as_str);
         let place = crate::denylist::Place::new(workspace, cwd);
-        match crate::denylist::check_at(command, &place) {
-            Some(why) => Vetted::refuse(format!(
+        let analysis = toolgate_core::shell::analyze(command);
+        if let Some(why) = crate::denylist::check_analysis(&analysis, command, &place) {
+            return Vetted::refuse(format!(
                 "{why}; this command is on exec_shell's list of catastrophic commands, refused whatever the rules say"
-            )),
+            ));
+        }
+        match redirect_escape(&analysis, &place) {
+            Some(why) => Vetted::refuse(why),
             None => Vetted::default(),
         }
     }

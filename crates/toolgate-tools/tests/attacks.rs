@@ -132,3 +132,101 @@ async fn catastrophic_lines_are_refused_before_permission_even_under_yolo() {
         assert_eq!(report.decision, "allow", "{harmless}: {report:?}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn redirections_cannot_write_outside_through_links_or_braces() {
+    let ws = tempfile::tempdir().unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    let target = outside.path().join("target");
+    std::fs::write(&target, "untouched").unwrap();
+    std::os::unix::fs::symlink(&target, ws.path().join("evil_link")).unwrap();
+    std::os::unix::fs::symlink(outside.path(), ws.path().join("linkdir")).unwrap();
+    std::fs::create_dir(ws.path().join("sub")).unwrap();
+    let o = outside.path().display().to_string();
+    let engine = engine();
+    // ls and echo are allowed; nobody can approve an ask (the approver in `session` approves
+    // everything, so the rules here say deny for what must not run and nothing else).
+    let mut layer = Layer::new(LayerSource::User);
+    layer.allow = vec![Rule::parse("exec_shell(ls:*)").unwrap(), Rule::parse("exec_shell(echo:*)").unwrap()];
+    let s = Arc::new(Session::new(
+        engine.config(),
+        SessionOptions {
+            workspace: ws.path().to_owned(),
+            approver: Arc::new(toolgate_core::permit::DenyAll),
+            policy: Policy {
+                yolo: false,
+                layers: Arc::new(vec![layer]),
+            },
+            ..SessionOptions::default()
+        },
+    ));
+    let lines = [
+        "ls > evil_link".to_owned(),
+        "echo pwned >> evil_link".into(),
+        "ls > linkdir/target".into(),
+        "ls > linkdir/new".into(),
+        "cd sub && ls > ../evil_link".into(),
+        "ls > {evil_link,}".into(),
+        "ls > {../x,}".into(),
+        format!("ls 2> {{{o}/target,}}"),
+        "echo x > ../escape".into(),
+        "ls > sub/../evil_link".into(),
+    ];
+    for line in &lines {
+        let report = engine.check(&s, &shell_call(line));
+        assert_ne!(report.decision, "allow", "{line}: {report:?}");
+        let out = engine.run_call(&s, shell_call(line), TurnOptions::default()).await;
+        assert_eq!(error_type(&out).as_deref(), Some("permission_denied"), "{line}: {out:?}");
+    }
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), "untouched");
+    assert!(!outside.path().join("new").exists());
+    // The lower bound: an allowed redirection inside the workspace runs.
+    let out = engine.run_call(&s, shell_call("echo fine > sub/out.txt"), TurnOptions::default()).await;
+    assert_eq!(error_type(&out), None, "{out:?}");
+    assert_eq!(std::fs::read_to_string(ws.path().join("sub/out.txt")).unwrap(), "fine\n");
+}
+
+#[test]
+fn prefix_rules_do_not_cover_options_that_run_programs() {
+    let ws = tempfile::tempdir().unwrap();
+    let engine = engine();
+    let mut layer = Layer::new(LayerSource::User);
+    layer.allow = ["exec_shell(cargo test:*)", "exec_shell(git:*)", "exec_shell(find:*)", "exec_shell(tar:*)", "exec_shell(rsync:*)"]
+        .iter()
+        .map(|r| Rule::parse(r).unwrap())
+        .collect();
+    let s = Session::new(
+        engine.config(),
+        SessionOptions {
+            workspace: ws.path().to_owned(),
+            approver: Arc::new(toolgate_core::permit::DenyAll),
+            policy: Policy {
+                yolo: false,
+                layers: Arc::new(vec![layer]),
+            },
+            ..SessionOptions::default()
+        },
+    );
+    for line in [
+        r#"cargo test --config 'target.x86_64-unknown-linux-gnu.runner=["sh","-c","touch pwned"]'"#,
+        "cargo test --config=build.rustc-wrapper='/tmp/x'",
+        "git -c core.pager='sh -c \"touch pwned\"' log",
+        "git -c alias.x='!touch pwned' x",
+        "git -c core.sshCommand='touch pwned' fetch",
+        "git --exec-path=/tmp log",
+        "git rebase -x 'touch pwned' HEAD~1",
+        "git submodule foreach 'touch pwned'",
+        "find . -exec touch pwned ;",
+        "find . -execdir sh -c 'touch pwned' ;",
+        "tar --to-command='sh -c x' -xf a.tar",
+        "tar -I 'sh -c x' -xf a.tar",
+        "tar --checkpoint-action=exec='touch pwned' -cf a.tar .",
+        "rsync -e 'sh -c x' a b:c",
+    ] {
+        let report = engine.check(&s, &shell_call(line));
+        assert_ne!(report.decision, "allow", "{line}: {report:?}");
+    }
+    for line in ["cargo test -p core", "git log -p", "git status", "find . -name '*.rs'", "tar -tf a.tar"] {
+        assert_eq!(engine.check(&s, &shell_call(line)).decision, "allow", "{line}");
+    }
+}
