@@ -260,15 +260,31 @@ pub struct Loaded {
 /// trusted, else only its deny and ask rules, with one warning), `--config FILE` (trusted: it was
 /// named), then `TOOLGATE_<SECTION>_<KEY>` variables.
 pub fn load(explicit: Option<&Path>, workspace: &Path, subject_of: SubjectOf<'_>) -> Result<Loaded> {
+    // Rules are checked against the tools that can exist: the built-ins, and `SERVER__…` for
+    // the servers any of the files configures (their tools are known once they connect).
+    let candidates = [user_file(), Some(workspace.join(crate::trust::PROJECT_FILE)), explicit.map(Path::to_path_buf)];
+    let servers: Vec<String> = candidates
+        .iter()
+        .flatten()
+        .filter_map(|p| std::fs::read_to_string(p).ok())
+        .filter_map(|t| t.parse::<toml::Table>().ok())
+        .filter_map(|t| t.get("mcp_servers").and_then(toml::Value::as_table).cloned())
+        .flat_map(|t| t.keys().cloned().collect::<Vec<_>>())
+        .collect();
+    let known = Known {
+        subject_of,
+        servers: &servers,
+    };
+    let known = &known;
     let mut merged = toml::Table::new();
     if let Some(user) = user_file().filter(|p| p.is_file()) {
-        merge(&mut merged, read_file(&user, subject_of)?);
+        merge(&mut merged, read_file(&user, known)?);
     }
     let mut untrusted_project = None;
     let project = workspace.join(crate::trust::PROJECT_FILE);
     let named = explicit.and_then(|p| std::fs::canonicalize(p).ok());
     if project.is_file() && std::fs::canonicalize(&project).ok() != named {
-        let table = read_file(&project, subject_of)?;
+        let table = read_file(&project, known)?;
         let bytes = std::fs::read(&project).with_context(|| format!("cannot read {}", project.display()))?;
         if crate::trust::is_trusted(workspace, &bytes) {
             merge(&mut merged, table);
@@ -295,7 +311,7 @@ pub fn load(explicit: Option<&Path>, workspace: &Path, subject_of: SubjectOf<'_>
         if !path.is_file() {
             bail!("the configuration file {} does not exist", path.display());
         }
-        merge(&mut merged, read_file(path, subject_of)?);
+        merge(&mut merged, read_file(path, known)?);
     }
     apply_env(&mut merged, std::env::vars())?;
     let config: Config = toml::Value::Table(merged)
@@ -362,7 +378,83 @@ fn ignored_parts(table: &toml::Table, permissions: &Permissions) -> Vec<&'static
 /// The permission subject of a tool, by name (rule examples are checked against it).
 pub type SubjectOf<'a> = &'a dyn Fn(&str) -> Option<PermissionSubject>;
 
-fn read_file(path: &Path, subject_of: SubjectOf<'_>) -> Result<toml::Table> {
+/// The tools a rule may name.
+pub struct Known<'a> {
+    /// A built-in tool's permission subject (`None`: no such built-in).
+    pub subject_of: SubjectOf<'a>,
+    /// Configured MCP servers, whose tools are `SERVER__tool`.
+    pub servers: &'a [String],
+}
+
+impl Known<'_> {
+    /// Why a rule's tool name can never match, if it cannot, with a hint.
+    fn check(&self, name: &str) -> Result<(), String> {
+        let server_of = |n: &str| n.split_once("__").map(|(s, _)| s.to_owned());
+        let builtins: Vec<&str> = BUILTIN_NAMES.iter().copied().filter(|n| (self.subject_of)(n).is_some()).collect();
+        if name.contains(['*', '?', '[']) {
+            let glob = toolgate_core::rules::Rule::parse(name)?;
+            let fits_server = self.servers.iter().any(|s| glob.names_tool(&format!("{s}__x")));
+            if fits_server || builtins.iter().any(|b| glob.names_tool(b)) {
+                return Ok(());
+            }
+            return Err(format!("the pattern {name:?} matches no built-in tool and no configured MCP server's tools"));
+        }
+        if (self.subject_of)(name).is_some() {
+            return Ok(());
+        }
+        if let Some(server) = server_of(name)
+            && self.servers.contains(&server)
+        {
+            return Ok(());
+        }
+        let hint = match name {
+            "Bash" => Some("exec_shell".to_owned()),
+            "Read" | "NotebookRead" => Some("read_file".to_owned()),
+            "Write" => Some("write_file".to_owned()),
+            "Edit" | "MultiEdit" | "NotebookEdit" => Some("edit_file".to_owned()),
+            "WebFetch" => Some("fetch_url".to_owned()),
+            "LS" | "Glob" => Some("list_directory".to_owned()),
+            n if n.starts_with("mcp__") => Some(n.trim_start_matches("mcp__").to_owned()),
+            _ => None,
+        };
+        if let Some(hint) = hint {
+            return Err(format!(
+                "there is no tool {name:?} (that is Claude Code's spelling; toolgate's is {hint:?})"
+            ));
+        }
+        let mut candidates: Vec<String> = builtins.iter().map(|b| (*b).to_owned()).collect();
+        candidates.extend(self.servers.iter().map(|s| format!("{s}__")));
+        let near = toolgate_core::Registry::suggestions(name, candidates.iter().map(String::as_str));
+        Err(match (server_of(name), near.first()) {
+            (Some(server), _) if !self.servers.contains(&server) => {
+                format!("there is no tool {name:?}: no MCP server {server:?} is configured")
+            }
+            (_, Some(first)) => format!("there is no tool {name:?}; did you mean {first:?}?"),
+            _ => format!("there is no tool {name:?}"),
+        })
+    }
+}
+
+/// The built-in tools' names (the subject function says which this build registers).
+const BUILTIN_NAMES: &[&str] = &[
+    "read_file",
+    "list_directory",
+    "write_file",
+    "edit_file",
+    "exec_shell",
+    "fetch_url",
+    "memory_read",
+    "memory_write",
+    "read_result",
+    "job_status",
+    "job_output",
+    "job_wait",
+    "job_kill",
+    "job_list",
+];
+
+fn read_file(path: &Path, known: &Known<'_>) -> Result<toml::Table> {
+    let subject_of = known.subject_of;
     let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
     // Checked alone first, so the error carries this file's line.
     let config = toml::from_str::<Config>(&text).map_err(|e| anyhow!("{}: {}", path.display(), describe(&e, &text)))?;
@@ -374,9 +466,18 @@ fn read_file(path: &Path, subject_of: SubjectOf<'_>) -> Result<toml::Table> {
         ("deny", &rules.permissions.deny),
     ] {
         for entry in entries {
-            if let Err(e) = entry.get_ref().compile(subject_of) {
-                let line = text[..entry.span().start.min(text.len())].matches('\n').count() + 1;
-                bail!("{}: line {line}: permissions.{list}: {e}", path.display());
+            let line = text[..entry.span().start.min(text.len())].matches('\n').count() + 1;
+            match entry.get_ref().compile(subject_of) {
+                Err(e) => bail!("{}: line {line}: permissions.{list}: {e}", path.display()),
+                Ok(rule) => {
+                    if let Err(e) = known.check(rule.tool_pattern()) {
+                        bail!(
+                            "{}: line {line}: permissions.{list}: the rule {:?} can never match: {e}",
+                            path.display(),
+                            rule.to_string()
+                        );
+                    }
+                }
             }
         }
     }
@@ -528,7 +629,11 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("t.toml");
         std::fs::write(&path, "[engine]\ntimeout_ms = 10\nno_such_key = 1\n").unwrap();
-        let err = read_file(&path, &|_| None).unwrap_err().to_string();
+        let known = Known {
+            subject_of: &|_| None,
+            servers: &[],
+        };
+        let err = read_file(&path, &known).unwrap_err().to_string();
         assert!(
             err.contains("t.toml") && err.contains("line 3") && err.contains("no_such_key"),
             "{err}"

@@ -85,7 +85,9 @@ fn call_prints_the_result_and_exits_by_outcome() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(1));
-    assert_eq!(json_out(&out)["error"]["type"], "execution_failed");
+    // Refused by the tool's own confinement before permission, and said so.
+    assert_eq!(json_out(&out)["error"]["type"], "permission_denied");
+    assert_eq!(json_out(&out)["error"]["source"], "builtin_deny");
 
     let out = toolgate(ws.path()).args(["call", "raed_file", "{}"]).output().unwrap();
     assert_eq!(out.status.code(), Some(1));
@@ -496,4 +498,43 @@ fn a_70000_character_call_id_is_replaced_and_audit_does_not_panic() {
         String::from_utf8_lossy(&audit.stderr)
     );
     assert!(String::from_utf8_lossy(&audit.stdout).contains("read_file"));
+}
+
+#[test]
+fn rules_that_can_never_match_are_configuration_errors_with_a_hint() {
+    let ws = workspace();
+    for (rule, needle) in [
+        ("Bash(git status)", "Claude Code's spelling; toolgate's is \"exec_shell\""),
+        ("Read(src/**)", "toolgate's is \"read_file\""),
+        ("WebFetch(domain:docs.rs)", "toolgate's is \"fetch_url\""),
+        ("exec_shel(ls)", "did you mean \"exec_shell\"?"),
+        ("github__create_issue", "no MCP server \"github\" is configured"),
+        ("zzz*", "matches no built-in tool"),
+    ] {
+        let config = ws.path().join("rules.toml");
+        std::fs::write(&config, format!("[permissions]\n\ndeny = [{rule:?}]\n")).unwrap();
+        let out = toolgate(ws.path())
+            .args(["--store", "memory", "--config"])
+            .arg(&config)
+            .args(["check", "read_file", r#"{"path": "hello.txt"}"#])
+            .output()
+            .unwrap();
+        assert_usage_error(&out, needle);
+        assert_usage_error(&out, "line 3");
+    }
+    // The lower bound: real tools, globs over them, and a configured server's tools load.
+    let config = ws.path().join("rules.toml");
+    std::fs::write(
+        &config,
+        "[permissions]\nallow = [\"exec_shell(git status)\", \"read_*\", \"srv__anything\"]\n\n[mcp_servers.srv]\ncommand = \"true\"\nenabled = false\n",
+    )
+    .unwrap();
+    let out = toolgate(ws.path())
+        .args(["--store", "memory", "--config"])
+        .arg(&config)
+        .args(["check", "exec_shell", r#"{"command": "git status"}"#])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(json_out(&out)["decision"], "allow");
 }

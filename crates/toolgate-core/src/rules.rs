@@ -133,6 +133,11 @@ impl Rule {
         })
     }
 
+    /// The tool name or name pattern the rule is written for (`exec_shell`, `github__*`).
+    pub fn tool_pattern(&self) -> &str {
+        self.text.split('(').next().unwrap_or(&self.text).trim()
+    }
+
     /// Whether the rule names this tool.
     pub fn names_tool(&self, tool: &str) -> bool {
         match &self.names {
