@@ -262,7 +262,11 @@ pub struct Loaded {
 pub fn load(explicit: Option<&Path>, workspace: &Path, subject_of: SubjectOf<'_>) -> Result<Loaded> {
     // Rules are checked against the tools that can exist: the built-ins, and `SERVER__…` for
     // the servers any of the files configures (their tools are known once they connect).
-    let candidates = [user_file(), Some(workspace.join(crate::trust::PROJECT_FILE)), explicit.map(Path::to_path_buf)];
+    let candidates = [
+        user_file(),
+        Some(workspace.join(crate::trust::PROJECT_FILE)),
+        explicit.map(Path::to_path_buf),
+    ];
     let servers: Vec<String> = candidates
         .iter()
         .flatten()
@@ -390,14 +394,20 @@ impl Known<'_> {
     /// Why a rule's tool name can never match, if it cannot, with a hint.
     fn check(&self, name: &str) -> Result<(), String> {
         let server_of = |n: &str| n.split_once("__").map(|(s, _)| s.to_owned());
-        let builtins: Vec<&str> = BUILTIN_NAMES.iter().copied().filter(|n| (self.subject_of)(n).is_some()).collect();
+        let builtins: Vec<&str> = BUILTIN_NAMES
+            .iter()
+            .copied()
+            .filter(|n| (self.subject_of)(n).is_some())
+            .collect();
         if name.contains(['*', '?', '[']) {
             let glob = toolgate_core::rules::Rule::parse(name)?;
             let fits_server = self.servers.iter().any(|s| glob.names_tool(&format!("{s}__x")));
             if fits_server || builtins.iter().any(|b| glob.names_tool(b)) {
                 return Ok(());
             }
-            return Err(format!("the pattern {name:?} matches no built-in tool and no configured MCP server's tools"));
+            return Err(format!(
+                "the pattern {name:?} matches no built-in tool and no configured MCP server's tools"
+            ));
         }
         if (self.subject_of)(name).is_some() {
             return Ok(());

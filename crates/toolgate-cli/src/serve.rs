@@ -44,6 +44,77 @@ pub struct ServeArgs {
     /// Seconds calls in flight get to finish at shutdown before they are killed.
     #[arg(long, default_value_t = 30, value_name = "SECS")]
     pub grace: u64,
+    /// Connections open at once at most (default: what the descriptor limit leaves room for,
+    /// at most 4096); one more is closed at once, so idle clients cannot lock the others out.
+    #[arg(long, value_name = "N")]
+    pub max_connections: Option<usize>,
+    /// Seconds a connection may take to send a request's headers, and stay idle between
+    /// requests, before it is closed.
+    #[arg(long, default_value_t = 10, value_name = "SECS")]
+    pub header_timeout: u64,
+    /// Seconds a request's body may take to arrive.
+    #[arg(long, default_value_t = 30, value_name = "SECS")]
+    pub body_timeout: u64,
+}
+
+/// Connections the descriptor limit leaves room for: the soft limit less a reserve for the
+/// store, upstream servers, child processes and files, at most 4096.
+fn default_max_connections() -> usize {
+    let mut limit = nix::libc::rlimit {
+        rlim_cur: 1024,
+        rlim_max: 1024,
+    };
+    // SAFETY: a query into a live struct.
+    unsafe { nix::libc::getrlimit(nix::libc::RLIMIT_NOFILE, &mut limit) };
+    (limit.rlim_cur.saturating_sub(256) as usize).clamp(16, 4096)
+}
+
+/// Serves `app` on `listener` until `shutdown`: headers (and the idle time between requests)
+/// within `header_timeout`, at most `max` connections (one more is closed at once), TCP_NODELAY
+/// on each (a response written in pieces would otherwise wait for the client's delayed ACK:
+/// ~40 ms per MCP call). Connections still open at shutdown finish their requests.
+async fn accept_loop(
+    listener: tokio::net::TcpListener,
+    app: axum::Router,
+    max: usize,
+    header_timeout: Duration,
+    shutdown: CancellationToken,
+) {
+    use hyper_util::rt::{TokioIo, TokioTimer};
+    let mut http = hyper::server::conn::http1::Builder::new();
+    http.timer(TokioTimer::new()).header_read_timeout(header_timeout);
+    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    let permits = Arc::new(tokio::sync::Semaphore::new(max));
+    loop {
+        let (stream, _) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(a) => a,
+                Err(e) => {
+                    // Out of descriptors or a reset before accept: wait a moment, go on.
+                    tracing::warn!(error = %e, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            () = shutdown.cancelled() => break,
+        };
+        let Ok(permit) = permits.clone().try_acquire_owned() else {
+            tracing::warn!(
+                max,
+                "connection refused: the gateway has its maximum of connections open"
+            );
+            drop(stream);
+            continue;
+        };
+        let _ = stream.set_nodelay(true);
+        let service = hyper_util::service::TowerToHyperService::new(app.clone());
+        let conn = graceful.watch(http.serve_connection(TokioIo::new(stream), service));
+        tokio::spawn(async move {
+            let _ = conn.await;
+            drop(permit);
+        });
+    }
+    graceful.shutdown().await;
 }
 
 /// A random token: 32 bytes from the kernel, hex.
@@ -100,11 +171,6 @@ pub async fn run(
         .await
         .with_context(|| format!("cannot listen on {}", args.listen))?;
     let addr = listener.local_addr().context("cannot read the listening address")?;
-    // Without TCP_NODELAY a response written in pieces (an SSE event, then the end of the
-    // stream) waits for the client's delayed ACK: ~40 ms per MCP call.
-    let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
-        let _ = tcp.set_nodelay(true);
-    });
     // The port chosen (for `:0`) is part of the gateway's own origin.
     let options = HttpOptions {
         listen: addr,
@@ -131,8 +197,17 @@ pub async fn run(
     }
     // On the signal: stop accepting, end the MCP streams (`shutdown` is also their token), let
     // the requests in flight finish.
-    let stopping = shutdown.clone();
-    let server = axum::serve(listener, app).with_graceful_shutdown(async move { stopping.cancelled().await });
+    let app = app.layer(tower_http::timeout::RequestBodyTimeoutLayer::new(Duration::from_secs(
+        args.body_timeout,
+    )));
+    let max = args.max_connections.unwrap_or_else(default_max_connections);
+    let server = accept_loop(
+        listener,
+        app,
+        max,
+        Duration::from_secs(args.header_timeout),
+        shutdown.clone(),
+    );
     let watcher = {
         let shutdown = shutdown.clone();
         tokio::spawn(async move {
@@ -141,10 +216,9 @@ pub async fn run(
             shutdown.cancel();
         })
     };
-    let result = server.await;
+    server.await;
     watcher.abort();
     finish(&gateway, &metrics, args.grace).await;
-    result.context("the HTTP server failed")?;
     Ok(ExitCode::SUCCESS)
 }
 

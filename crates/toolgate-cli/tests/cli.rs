@@ -504,7 +504,10 @@ fn a_70000_character_call_id_is_replaced_and_audit_does_not_panic() {
 fn rules_that_can_never_match_are_configuration_errors_with_a_hint() {
     let ws = workspace();
     for (rule, needle) in [
-        ("Bash(git status)", "Claude Code's spelling; toolgate's is \"exec_shell\""),
+        (
+            "Bash(git status)",
+            "Claude Code's spelling; toolgate's is \"exec_shell\"",
+        ),
         ("Read(src/**)", "toolgate's is \"read_file\""),
         ("WebFetch(domain:docs.rs)", "toolgate's is \"fetch_url\""),
         ("exec_shel(ls)", "did you mean \"exec_shell\"?"),

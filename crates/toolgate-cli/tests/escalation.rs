@@ -41,13 +41,15 @@ const CONFIG: &str = ".config/toolgate/toolgate.toml";
 fn write_file_cannot_reach_the_user_config_by_any_spelling() {
     let h = home();
     let abs = h.path().join(CONFIG).display().to_string();
-    std::os::unix::fs::symlink(h.path().join(".config"), h.path().join("cfglink")).unwrap();
+    std::os::unix::fs::symlink(".config", h.path().join("cfglink")).unwrap();
+    std::os::unix::fs::symlink(h.path().join(".config"), h.path().join("abslink")).unwrap();
     for path in [
         CONFIG.to_owned(),
         format!("./{CONFIG}"),
         format!("project/../{CONFIG}"),
         abs,
         "cfglink/toolgate/toolgate.toml".to_owned(),
+        "abslink/toolgate/toolgate.toml".to_owned(),
         ".config/toolgate/new.toml".to_owned(),
         ".local/share/toolgate/trust.json".to_owned(),
     ] {
@@ -65,7 +67,8 @@ fn write_file_cannot_reach_the_user_config_by_any_spelling() {
             "{path}: {}",
             String::from_utf8_lossy(&out.stdout)
         );
-        assert!(String::from_utf8_lossy(&out.stdout).contains("control files"), "{path}");
+        let result = json_out(&out);
+        assert_eq!(result["error"]["source"], "builtin_deny", "{path}: {result}");
     }
     assert_eq!(
         std::fs::read_to_string(h.path().join(CONFIG)).unwrap(),
@@ -83,11 +86,28 @@ fn write_file_cannot_reach_the_user_config_by_any_spelling() {
 #[test]
 fn exec_shell_cannot_write_or_swap_the_user_config() {
     let h = home();
-    let attack = format!(
-        "echo 'yolo = true' > {CONFIG}; echo x >> {CONFIG}; mv .config .old; mv .config/toolgate .config/t2; \
-         rm -rf .config; ln -sf /tmp .config/toolgate/x; cp /etc/hostname {CONFIG}; \
-         echo 'yolo = true' > .local/share/toolgate/trust.json; echo fine > project/out.txt"
+    // Written plainly, the redirection is refused before it runs.
+    let out = in_home(h.path())
+        .args([
+            "call",
+            "exec_shell",
+            &json!({"command": format!("echo 'yolo = true' > {CONFIG}")}).to_string(),
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(
+        json_out(&out)["error"]["source"],
+        "builtin_deny",
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
     );
+    // Hidden from the analysis (a script computed at run time), the sandbox stops it.
+    let hidden = format!(
+        "echo 'yolo = true' > {CONFIG}; echo x >> {CONFIG}; mv .config .old; mv .config/toolgate .config/t2; \
+         rm -rf .config; cp /etc/hostname {CONFIG}; echo 'x' > .local/share/toolgate/trust.json; \
+         python3 -c \"open('{CONFIG}', 'w').write('yolo = true')\"; echo fine > project/out.txt"
+    );
+    let attack = format!("eval \"$(printf '%s' {})\"", shell_quote(&hidden));
     let out = in_home(h.path())
         .args(["call", "exec_shell", &json!({"command": attack}).to_string()])
         .output()
@@ -101,17 +121,17 @@ fn exec_shell_cannot_write_or_swap_the_user_config() {
     assert!(h.path().join(".config/toolgate").is_dir());
     assert!(!h.path().join(".local/share/toolgate/trust.json").exists());
     // The sandbox is on by default, and the rest of the workspace stays writable.
-    assert!(
-        result["sandbox"]["filesystem"]
-            .as_str()
-            .unwrap()
-            .starts_with("enforced"),
-        "{result}"
-    );
+    let fs = result["sandbox"]["filesystem"].as_str().unwrap_or_default();
+    assert!(fs.starts_with("enforced"), "{result}");
     assert_eq!(
         std::fs::read_to_string(h.path().join("project/out.txt")).unwrap(),
-        "fine\n"
+        "fine\n",
+        "{result}"
     );
+}
+
+fn shell_quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', "'\\''"))
 }
 
 #[test]

@@ -28,6 +28,9 @@ pub const MAX_ID_BYTES: usize = 256;
 /// The longest tool name read (MCP's namespaced names stay far below it).
 pub const MAX_NAME_BYTES: usize = 256;
 
+/// The longest arguments text read (16 MiB: far above any real call, far below what hurts).
+pub const MAX_ARGUMENT_BYTES: usize = 16 << 20;
+
 /// A call that stage 1 could not make usable.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Malformed {
@@ -140,6 +143,14 @@ fn resolve_name(written: &str, registry: &Registry, actions: &mut Vec<String>) -
 
 /// Reads arguments into an object. Empty or missing arguments are `{}` (not a repair).
 pub fn parse_arguments(raw: &RawArguments, cut_off: bool) -> Result<(Map<String, Value>, Option<Repair>), String> {
+    if let RawArguments::Json(Value::String(s)) | RawArguments::Text(s) = raw
+        && s.len() > MAX_ARGUMENT_BYTES
+    {
+        return Err(format!(
+            "The arguments are {} bytes; at most {MAX_ARGUMENT_BYTES} are read. Call again with smaller arguments.",
+            s.len()
+        ));
+    }
     match raw {
         RawArguments::Missing | RawArguments::Json(Value::Null) => Ok((Map::new(), None)),
         RawArguments::Json(Value::Object(o)) => Ok((o.clone(), None)),

@@ -93,12 +93,15 @@ impl CompiledSchema {
     }
 
     /// Every violation, with its JSON pointer.
+    /// At most 50 of them, each message at most 512 bytes: a hostile argument cannot make the
+    /// error the model sees larger than the arguments were.
     pub fn violations(&self, value: &Value) -> Vec<Violation> {
         self.validator
             .iter_errors(value)
+            .take(50)
             .map(|e| Violation {
-                pointer: e.instance_path().to_string(),
-                message: e.to_string(),
+                pointer: clip(e.instance_path().to_string(), 512),
+                message: clip(e.to_string(), 512),
             })
             .collect()
     }
@@ -202,14 +205,21 @@ fn adjust(
             if options.drop_unknown && schema.get("additionalProperties") == Some(&Value::Bool(false)) {
                 let patterns = schema.get("patternProperties").is_some();
                 if !patterns {
-                    let unknown: Vec<String> = map
-                        .keys()
-                        .filter(|k| properties.is_none_or(|p| !p.contains_key(k.as_str())))
-                        .cloned()
-                        .collect();
-                    for key in unknown {
-                        map.shift_remove(&key);
-                        warnings.push(format!("dropped unknown key {}/{}", pointer, escape(&key)));
+                    // One pass (retain), not one removal per key: linear in the number of keys.
+                    let known = |k: &str| properties.is_some_and(|p| p.contains_key(k));
+                    let mut dropped = 0usize;
+                    map.retain(|key, _| {
+                        if known(key) {
+                            return true;
+                        }
+                        dropped += 1;
+                        if dropped <= MAX_WARNINGS {
+                            warnings.push(format!("dropped unknown key {}/{}", pointer, escape(key)));
+                        }
+                        false
+                    });
+                    if dropped > MAX_WARNINGS {
+                        warnings.push(format!("dropped {} more unknown keys", dropped - MAX_WARNINGS));
                     }
                 }
             }
@@ -231,6 +241,22 @@ fn adjust(
         _ => {}
     }
 }
+
+/// `text` cut to at most `max` bytes on a character boundary, the cut marked.
+fn clip(mut text: String, max: usize) -> String {
+    if text.len() > max {
+        let mut cut = max;
+        while !text.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        text.truncate(cut);
+        text.push('…');
+    }
+    text
+}
+
+/// Warnings listed one by one at most; the rest are counted.
+const MAX_WARNINGS: usize = 20;
 
 fn walk_object(
     root: &Value,

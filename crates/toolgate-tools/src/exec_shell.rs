@@ -295,7 +295,10 @@ fn resolve_existing(path: &Path) -> PathBuf {
             }
             return out;
         }
-        match (existing.file_name().map(std::ffi::OsStr::to_os_string), existing.parent()) {
+        match (
+            existing.file_name().map(std::ffi::OsStr::to_os_string),
+            existing.parent(),
+        ) {
             (Some(name), Some(parent)) => {
                 rest.push(name);
                 existing = parent.to_path_buf();

@@ -147,7 +147,10 @@ async fn redirections_cannot_write_outside_through_links_or_braces() {
     // ls and echo are allowed; nobody can approve an ask (the approver in `session` approves
     // everything, so the rules here say deny for what must not run and nothing else).
     let mut layer = Layer::new(LayerSource::User);
-    layer.allow = vec![Rule::parse("exec_shell(ls:*)").unwrap(), Rule::parse("exec_shell(echo:*)").unwrap()];
+    layer.allow = vec![
+        Rule::parse("exec_shell(ls:*)").unwrap(),
+        Rule::parse("exec_shell(echo:*)").unwrap(),
+    ];
     let s = Arc::new(Session::new(
         engine.config(),
         SessionOptions {
@@ -176,14 +179,23 @@ async fn redirections_cannot_write_outside_through_links_or_braces() {
         let report = engine.check(&s, &shell_call(line));
         assert_ne!(report.decision, "allow", "{line}: {report:?}");
         let out = engine.run_call(&s, shell_call(line), TurnOptions::default()).await;
-        assert_eq!(error_type(&out).as_deref(), Some("permission_denied"), "{line}: {out:?}");
+        assert_eq!(
+            error_type(&out).as_deref(),
+            Some("permission_denied"),
+            "{line}: {out:?}"
+        );
     }
     assert_eq!(std::fs::read_to_string(&target).unwrap(), "untouched");
     assert!(!outside.path().join("new").exists());
     // The lower bound: an allowed redirection inside the workspace runs.
-    let out = engine.run_call(&s, shell_call("echo fine > sub/out.txt"), TurnOptions::default()).await;
+    let out = engine
+        .run_call(&s, shell_call("echo fine > sub/out.txt"), TurnOptions::default())
+        .await;
     assert_eq!(error_type(&out), None, "{out:?}");
-    assert_eq!(std::fs::read_to_string(ws.path().join("sub/out.txt")).unwrap(), "fine\n");
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join("sub/out.txt")).unwrap(),
+        "fine\n"
+    );
 }
 
 #[test]
@@ -191,10 +203,16 @@ fn prefix_rules_do_not_cover_options_that_run_programs() {
     let ws = tempfile::tempdir().unwrap();
     let engine = engine();
     let mut layer = Layer::new(LayerSource::User);
-    layer.allow = ["exec_shell(cargo test:*)", "exec_shell(git:*)", "exec_shell(find:*)", "exec_shell(tar:*)", "exec_shell(rsync:*)"]
-        .iter()
-        .map(|r| Rule::parse(r).unwrap())
-        .collect();
+    layer.allow = [
+        "exec_shell(cargo test:*)",
+        "exec_shell(git:*)",
+        "exec_shell(find:*)",
+        "exec_shell(tar:*)",
+        "exec_shell(rsync:*)",
+    ]
+    .iter()
+    .map(|r| Rule::parse(r).unwrap())
+    .collect();
     let s = Session::new(
         engine.config(),
         SessionOptions {
@@ -226,7 +244,13 @@ fn prefix_rules_do_not_cover_options_that_run_programs() {
         let report = engine.check(&s, &shell_call(line));
         assert_ne!(report.decision, "allow", "{line}: {report:?}");
     }
-    for line in ["cargo test -p core", "git log -p", "git status", "find . -name '*.rs'", "tar -tf a.tar"] {
+    for line in [
+        "cargo test -p core",
+        "git log -p",
+        "git status",
+        "find . -name '*.rs'",
+        "tar -tf a.tar",
+    ] {
         assert_eq!(engine.check(&s, &shell_call(line)).decision, "allow", "{line}");
     }
 }

@@ -183,17 +183,28 @@ pub struct Answer {
 
 impl Answer {
     /// Reads a model answer: a provider response body or just its assistant message.
+    /// An answer with more than [`MAX_CALLS_PER_ANSWER`] calls is refused whole.
     pub fn parse(format: Format, body: &Value) -> Result<Answer, FormatError> {
-        match format {
+        let answer = match format {
             Format::Openai => openai::parse(body),
             Format::Responses => responses::parse(body),
             Format::Anthropic => anthropic::parse(body),
             Format::Gemini => gemini::parse(body),
             Format::Text => text::parse(body),
             Format::Mcp => mcp::parse(body),
+        }?;
+        if answer.calls.len() > MAX_CALLS_PER_ANSWER {
+            return Err(FormatError(format!(
+                "the answer holds {} tool calls; at most {MAX_CALLS_PER_ANSWER} are run from one answer",
+                answer.calls.len()
+            )));
         }
+        Ok(answer)
     }
 }
+
+/// The most tool calls one answer may hold (models issue a handful; a few hundred at most).
+pub const MAX_CALLS_PER_ANSWER: usize = 1024;
 
 /// How a call of the answer is written back into the assistant message.
 #[derive(Clone, Debug, PartialEq)]
