@@ -35,6 +35,9 @@ pub struct Config {
     pub shell: Shell,
     /// `[agent]`: the model and the loop of `toolgate agent`.
     pub agent: AgentSection,
+    /// `[principals.NAME]`: the gateway's rules for one client principal (`--client
+    /// NAME=TOKEN`), checked before every other layer.
+    pub principals: std::collections::BTreeMap<String, Permissions>,
 }
 
 /// `[agent]`.

@@ -315,6 +315,17 @@ async fn run(cli: Cli) -> Result<ExitCode> {
         };
         let queue = toolgate_mcp::Queue::new(store.clone());
         let gateway = toolgate_mcp::Gateway::new(engine.clone(), hub, factory, via, Some(queue.clone()));
+        let mut principal_rules = std::collections::HashMap::new();
+        for (name, rules) in &config.principals {
+            let subject_of = |n: &str| engine.registry().get(n).map(|e| e.tool().spec().subject.clone());
+            let layer = rules
+                .layer(LayerSource::User, &subject_of)
+                .map_err(|e| anyhow!("[principals.{name}]: {e}"))?;
+            principal_rules.insert(name.clone(), layer);
+        }
+        gateway
+            .set_principal_rules(principal_rules)
+            .map_err(|e| anyhow!("{e}"))?;
         let code = serve::run(args, gateway, queue, metrics, store.clone()).await;
         if let Err(e) = store.flush().await {
             eprintln!("toolgate: warning: the journal's last rows may not be written: {e}");
@@ -439,6 +450,7 @@ async fn open_store(
 async fn audit(args: &AuditArgs, session: Option<&str>, store: &dyn Store) -> Result<ExitCode> {
     let filter = JournalFilter {
         session: session.map(SessionId::new),
+        session_prefix: None,
         tool: args.tool.clone(),
         since: args
             .since

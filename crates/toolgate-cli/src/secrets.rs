@@ -22,7 +22,7 @@ fn secret_name(name: &str) -> bool {
 }
 
 /// Options whose value is a secret.
-const SECRET_OPTIONS: &[&str] = &["--token", "--approver-token"];
+const SECRET_OPTIONS: &[&str] = &["--token", "--approver-token", "--client"];
 
 /// The `[start, end)` addresses of the argument and environment blocks, from /proc/self/stat.
 fn blocks() -> Option<((usize, usize), (usize, usize))> {

@@ -23,6 +23,17 @@ pub struct ServeArgs {
     /// The client token (`Authorization: Bearer T`); required when not listening on loopback.
     #[arg(long, env = "TOOLGATE_SERVE_TOKEN", hide_env_values = true, value_name = "T")]
     pub token: Option<String>,
+    /// A client principal and its token, `NAME=TOKEN`; repeatable (or comma-separated in
+    /// TOOLGATE_SERVE_CLIENTS). Each principal's memory, sessions, grants and audit rows are
+    /// its own, and `[principals.NAME]` rules apply to its calls.
+    #[arg(
+        long = "client",
+        env = "TOOLGATE_SERVE_CLIENTS",
+        hide_env_values = true,
+        value_delimiter = ',',
+        value_name = "NAME=TOKEN"
+    )]
+    pub clients: Vec<String>,
     /// The approver token for /v1/approvals (default: a random one, printed at start).
     #[arg(
         long,
@@ -162,6 +173,15 @@ pub async fn run(
             Some(t) => t,
             None => random_token()?,
         },
+        clients: args
+            .clients
+            .iter()
+            .map(|c| {
+                c.split_once('=')
+                    .map(|(n, t)| (n.trim().to_owned(), t.trim().to_owned()))
+                    .ok_or_else(|| anyhow!("a --client value has no '=': write NAME=TOKEN"))
+            })
+            .collect::<Result<Vec<_>>>()?,
         allowed_hosts: args.allowed_hosts.clone(),
         allowed_origins: args.allowed_origins.clone(),
         max_body: args.max_body,

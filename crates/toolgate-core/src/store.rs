@@ -71,6 +71,10 @@ impl JournalRow {
     /// Whether the row matches a filter (the in-memory form of the stores' query).
     pub fn matches(&self, filter: &JournalFilter) -> bool {
         filter.session.as_ref().is_none_or(|s| s == &self.session_id)
+            && filter
+                .session_prefix
+                .as_deref()
+                .is_none_or(|p| self.session_id.as_str().starts_with(p))
             && filter.tool.as_deref().is_none_or(|t| t == self.tool.as_str())
             && filter
                 .since
@@ -87,6 +91,8 @@ impl JournalRow {
 pub struct JournalFilter {
     /// One session.
     pub session: Option<SessionId>,
+    /// Sessions whose id starts with this (a gateway principal's sessions: `NAME/`).
+    pub session_prefix: Option<String>,
     /// One tool.
     pub tool: Option<String>,
     /// Rows started at or after this time.

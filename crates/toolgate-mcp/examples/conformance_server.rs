@@ -552,6 +552,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let options = HttpOptions {
         listen: addr,
         client_token: None,
+        clients: Vec::new(),
         approver_token: "conformance-approver".into(),
         allowed_hosts: Vec::new(),
         allowed_origins: Vec::new(),

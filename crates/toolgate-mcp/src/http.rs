@@ -33,8 +33,12 @@ use toolgate_core::{Answer, Format, SessionId, TurnOptions};
 pub struct HttpOptions {
     /// Where it listens.
     pub listen: SocketAddr,
-    /// The client token (`Authorization: Bearer …`); required when not on loopback.
+    /// The client token (`Authorization: Bearer …`); required when not on loopback. Its
+    /// principal is `client`.
     pub client_token: Option<String>,
+    /// More client tokens, each naming its principal: `(principal, token)`. A principal's
+    /// memory, sessions, grants and audit rows are its own.
+    pub clients: Vec<(String, String)>,
     /// The approver token for `/v1/approvals`.
     pub approver_token: String,
     /// `Host` values accepted besides loopback names (with or without a port).
@@ -60,7 +64,44 @@ impl HttpOptions {
         if self.client_token.as_deref() == Some(self.approver_token.as_str()) {
             return Err("the approver token must differ from the client token".into());
         }
+        let mut seen: Vec<&str> = self.client_token.iter().map(String::as_str).collect();
+        for (principal, token) in &self.clients {
+            if !valid_principal(principal) {
+                return Err(format!(
+                    "the principal {principal:?} must be 1 to 64 letters, digits, '-', '_' or '.'"
+                ));
+            }
+            if token.is_empty() {
+                return Err(format!("the token of the principal {principal:?} is empty"));
+            }
+            if token == &self.approver_token || seen.contains(&token.as_str()) {
+                return Err(format!(
+                    "the token of the principal {principal:?} is used twice (each client and the approver need their own)"
+                ));
+            }
+            seen.push(token);
+        }
         Ok(())
+    }
+
+    /// Whether any client token is configured (then every route but `/healthz` needs one).
+    fn tokens_configured(&self) -> bool {
+        self.client_token.is_some() || !self.clients.is_empty()
+    }
+
+    /// The principal a bearer token names, if any.
+    fn principal_of(&self, token: &[u8]) -> Option<&str> {
+        let legacy = self
+            .client_token
+            .as_deref()
+            .filter(|t| same(token, t.as_bytes()))
+            .map(|_| "client");
+        legacy.or_else(|| {
+            self.clients
+                .iter()
+                .find(|(_, t)| same(token, t.as_bytes()))
+                .map(|(p, _)| p.as_str())
+        })
     }
 
     /// The `Origin` values accepted: `allowed_origins`, and the gateway's own origin on the
@@ -155,6 +196,25 @@ pub fn router(
         .with_state(app)
 }
 
+/// Whether a principal name is usable (it prefixes session ids: `NAME/…`).
+pub fn valid_principal(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 64
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+}
+
+/// Who a request acts for: the principal its client token names, `local` for a tokenless
+/// request on loopback when no client token is configured, or the approver.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Caller {
+    /// A client, by principal.
+    Client(String),
+    /// The approver token (approvals, and the whole audit).
+    Approver,
+}
+
 fn status(code: StatusCode) -> Response {
     (code, Body::empty()).into_response()
 }
@@ -209,20 +269,32 @@ async fn guard(State(app): State<Arc<App>>, request: Request<Body>, next: Next) 
             return status(StatusCode::FORBIDDEN);
         }
     }
-    let path = request.uri().path();
+    let path = request.uri().path().to_owned();
     let token = bearer(headers);
+    let approver = token.is_some_and(|t| same(t, app.options.approver_token.as_bytes()));
     let approvals = path == "/v1/approvals" || path.starts_with("/v1/approvals/");
-    let allowed = if approvals {
-        token.is_some_and(|t| same(t, app.options.approver_token.as_bytes()))
+    let client = token.and_then(|t| app.options.principal_of(t)).map(str::to_owned);
+    // The REST routes that run calls or read every session's arguments need a token even on
+    // loopback: any local process (a tool the gateway runs included) could call them.
+    let token_always = path == "/v1/execute" || path == "/v1/audit";
+    let caller = if approvals {
+        approver.then_some(Caller::Approver)
+    } else if path == "/v1/audit" && approver {
+        Some(Caller::Approver)
     } else {
-        match &app.options.client_token {
-            Some(expected) => token.is_some_and(|t| same(t, expected.as_bytes())),
-            None => true,
+        match client {
+            Some(principal) => Some(Caller::Client(principal)),
+            None if !app.options.tokens_configured() && !token_always && token.is_none() => {
+                Some(Caller::Client("local".into()))
+            }
+            None => None,
         }
     };
-    if !allowed {
+    let Some(caller) = caller else {
         return status(StatusCode::UNAUTHORIZED);
-    }
+    };
+    let mut request = request;
+    request.extensions_mut().insert(caller);
     next.run(request).await
 }
 
@@ -257,9 +329,13 @@ struct ExecuteQuery {
 async fn execute(
     State(app): State<Arc<App>>,
     Query(q): Query<ExecuteQuery>,
+    axum::Extension(caller): axum::Extension<Caller>,
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
+    let Caller::Client(principal) = caller else {
+        return status(StatusCode::UNAUTHORIZED);
+    };
     let value: Value = match serde_json::from_slice(&body) {
         Ok(v) => v,
         Err(e) => return error(StatusCode::BAD_REQUEST, format!("the body is not valid JSON: {e}")),
@@ -290,15 +366,16 @@ async fn execute(
             "the session id must be 1 to 200 printable characters",
         );
     }
-    let session = app.gateway.rest_session(session_id.map(SessionId::new)).await;
+    let session = app.gateway.rest_session(&principal, session_id.as_deref()).await;
     let turn = app
         .gateway
         .engine
         .run_turn(&session, &answer, TurnOptions::default())
         .await;
+    let shown = crate::server::unscoped(&principal, session.id().as_str()).to_owned();
     json_response(
         StatusCode::OK,
-        &json!({"messages": turn.messages, "status": turn.status.as_str(), "session_id": session.id().as_str()}),
+        &json!({"messages": turn.messages, "status": turn.status.as_str(), "session_id": shown}),
     )
 }
 
@@ -335,9 +412,23 @@ struct AuditQuery {
     limit: Option<usize>,
 }
 
-async fn audit(State(app): State<Arc<App>>, Query(q): Query<AuditQuery>) -> Response {
+/// The journal: a client sees its own sessions' rows (session ids as it named them), the
+/// approver token every row.
+async fn audit(
+    State(app): State<Arc<App>>,
+    axum::Extension(caller): axum::Extension<Caller>,
+    Query(q): Query<AuditQuery>,
+) -> Response {
+    let principal = match &caller {
+        Caller::Client(p) => Some(p.clone()),
+        Caller::Approver => None,
+    };
     let filter = JournalFilter {
-        session: q.session.map(SessionId::new),
+        session: q.session.map(|s| match &principal {
+            Some(p) => crate::server::scoped(p, &s),
+            None => SessionId::new(s),
+        }),
+        session_prefix: principal.as_ref().map(|p| format!("{p}/")),
         tool: q.tool,
         since: q.since_ms.map(|ms| UNIX_EPOCH + Duration::from_millis(ms)),
         outcome: q.outcome,
@@ -444,6 +535,7 @@ mod tests {
         let mut o = HttpOptions {
             listen: "0.0.0.0:0".parse().unwrap(),
             client_token: None,
+            clients: vec![],
             approver_token: "a".into(),
             allowed_hosts: vec![],
             allowed_origins: vec![],
@@ -453,6 +545,12 @@ mod tests {
         o.client_token = Some("a".into());
         assert!(o.check().unwrap_err().contains("must differ"));
         o.client_token = Some("c".into());
+        assert!(o.check().is_ok());
+        o.clients = vec![("bob".into(), "c".into())];
+        assert!(o.check().unwrap_err().contains("used twice"));
+        o.clients = vec![("bob/x".into(), "d".into())];
+        assert!(o.check().unwrap_err().contains("must be 1 to 64"));
+        o.clients = vec![("bob".into(), "d".into())];
         assert!(o.check().is_ok());
     }
 }

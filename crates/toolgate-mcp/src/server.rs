@@ -23,6 +23,7 @@ use serde_json::{Value, json};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 use toolgate_core::permit::{Answer as Approval, ApprovalRequest, Approver, DenyAll};
+use toolgate_core::rules::Layer;
 use toolgate_core::tool::ProgressSink;
 use toolgate_core::{Answer, Engine, Format, Outcome, Session, SessionOptions, TurnOptions};
 
@@ -130,6 +131,20 @@ pub struct Gateway {
     extension: OnceLock<Arc<dyn Extension>>,
     /// Every live session (a shutdown kills what still runs after the grace period).
     live: Mutex<Vec<std::sync::Weak<Session>>>,
+    /// Rules of each principal, before every other layer.
+    principal_rules: OnceLock<HashMap<String, Layer>>,
+}
+
+/// A principal's session id: `NAME/ID`.
+pub fn scoped(principal: &str, id: &str) -> toolgate_core::SessionId {
+    toolgate_core::SessionId::new(format!("{principal}/{id}"))
+}
+
+/// A session id as its principal named it (`NAME/ID` → `ID`).
+pub fn unscoped<'a>(principal: &str, id: &'a str) -> &'a str {
+    id.strip_prefix(principal)
+        .and_then(|r| r.strip_prefix('/'))
+        .unwrap_or(id)
 }
 
 impl std::fmt::Debug for Gateway {
@@ -158,6 +173,7 @@ impl Gateway {
             peers: Mutex::new(HashMap::new()),
             extension: OnceLock::new(),
             live: Mutex::new(Vec::new()),
+            principal_rules: OnceLock::new(),
         });
         if let Some(hub) = hub {
             let weak = Arc::downgrade(&gateway);
@@ -208,14 +224,29 @@ impl Gateway {
         }
     }
 
-    /// A new session: the factory's options, this gateway's approver (elicitation asks go to
-    /// `elicit` when given), followed for grant revocation and shutdown.
-    fn new_session(&self, id: Option<toolgate_core::SessionId>, elicit: Option<Arc<ElicitApprover>>) -> Arc<Session> {
+    /// Sets the rules that apply to one principal's calls before every other layer (its own
+    /// allow, ask and deny rules), for each principal named; once.
+    pub fn set_principal_rules(&self, rules: HashMap<String, Layer>) -> Result<(), String> {
+        self.principal_rules
+            .set(rules)
+            .map_err(|_| "the gateway already has principal rules".to_owned())
+    }
+
+    /// A new session of `principal`: the factory's options, its id scoped to the principal
+    /// (`NAME/ID`, so its grants, handles and audit rows are the principal's own), the
+    /// principal's rules first, this gateway's approver (elicitation asks go to `elicit` when
+    /// given), followed for grant revocation and shutdown.
+    fn new_session(&self, principal: &str, id: Option<&str>, elicit: Option<Arc<ElicitApprover>>) -> Arc<Session> {
         let mut options = (self.sessions)();
-        let id = id
-            .or(options.id.take())
-            .unwrap_or_else(toolgate_core::SessionId::generate);
+        let generated = toolgate_core::SessionId::generate();
+        let id = scoped(principal, id.unwrap_or(generated.as_str()));
         options.id = Some(id.clone());
+        options.principal = toolgate_core::types::Principal::new(principal);
+        if let Some(layer) = self.principal_rules.get().and_then(|r| r.get(principal)) {
+            let mut layers: Vec<Layer> = options.policy.layers.as_ref().clone();
+            layers.insert(0, layer.clone());
+            options.policy.layers = Arc::new(layers);
+        }
         options.approver = match (self.via, &self.queue, elicit) {
             (Via::Yes, _, _) => Arc::new(toolgate_core::permit::ApproveAll),
             (Via::Elicitation, _, Some(elicit)) => elicit,
@@ -235,10 +266,11 @@ impl Gateway {
         session
     }
 
-    /// The session of a REST request: the one named (its stored grants loaded), or a fresh one.
-    pub async fn rest_session(&self, id: Option<toolgate_core::SessionId>) -> Arc<Session> {
+    /// The session of a principal's REST request: the one named (its stored grants loaded), or
+    /// a fresh one.
+    pub async fn rest_session(&self, principal: &str, id: Option<&str>) -> Arc<Session> {
         let named = id.is_some();
-        let session = self.new_session(id, None);
+        let session = self.new_session(principal, id, None);
         if named && let Err(e) = session.load_grants().await {
             tracing::warn!(error = %e, "could not load the session's grants");
         }
@@ -293,12 +325,21 @@ pub struct GatewayHandler {
 }
 
 impl GatewayHandler {
-    /// The client's toolgate session (made on first use).
-    pub fn session(&self, peer: &Peer<RoleServer>) -> Arc<Session> {
+    /// The client's toolgate session (made on first use), for the principal its HTTP
+    /// request's token named (`local` over stdio or without a token on loopback).
+    pub fn session(&self, peer: &Peer<RoleServer>, extensions: &rmcp::model::Extensions) -> Arc<Session> {
         self.session
             .get_or_init(|| {
                 let g = &self.gateway;
-                let session = g.new_session(None, Some(self.elicit.clone()));
+                let principal = extensions
+                    .get::<axum::http::request::Parts>()
+                    .and_then(|parts| parts.extensions.get::<crate::http::Caller>())
+                    .and_then(|c| match c {
+                        crate::http::Caller::Client(p) => Some(p.clone()),
+                        crate::http::Caller::Approver => None,
+                    })
+                    .unwrap_or_else(|| "local".to_owned());
+                let session = g.new_session(&principal, None, Some(self.elicit.clone()));
                 let mut peers = g.peers.lock().unwrap_or_else(|p| p.into_inner());
                 peers.retain(|_, p| !p.is_transport_closed());
                 peers.insert(session.id().to_string(), peer.clone());
@@ -321,7 +362,7 @@ impl GatewayHandler {
                 None,
             ));
         }
-        let session = self.session(&context.peer);
+        let session = self.session(&context.peer, &context.extensions);
         *self.elicit.peer.lock().unwrap_or_else(|p| p.into_inner()) = Some(context.peer.clone());
         let span = tracing::info_span!(
             "mcp_server_call",
@@ -453,7 +494,7 @@ impl ServerHandler for GatewayHandler {
         _request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
-        self.session(&context.peer);
+        self.session(&context.peer, &context.extensions);
         self.gateway.list()
     }
 

@@ -79,6 +79,7 @@ async fn start_via(listen: &str, client_token: Option<&str>, timeout_ms: u64, vi
         listen: addr,
         client_token: client_token.map(str::to_owned),
         approver_token: APPROVER.into(),
+        clients: vec![],
         allowed_hosts: vec![],
         allowed_origins: vec!["http://localhost:6274".into()],
         max_body: 64 * 1024,
@@ -275,8 +276,19 @@ async fn asks_wait_in_the_queue_for_the_approver() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_rest_face_executes_lists_audits_and_reports() {
-    let gw = start("127.0.0.1:0", None, 5_000).await;
-    let http = reqwest::Client::new();
+    // /v1/execute and /v1/audit need a client token even on loopback.
+    let gw = start("127.0.0.1:0", Some(CLIENT), 5_000).await;
+    let anonymous = reqwest::Client::new();
+    for path in ["/v1/execute", "/v1/audit"] {
+        let r = anonymous.post(gw.url(path)).body("{}").send().await.unwrap();
+        assert!(matches!(r.status().as_u16(), 401 | 405), "{path}: {}", r.status());
+    }
+    let mut auth = reqwest::header::HeaderMap::new();
+    auth.insert(
+        reqwest::header::AUTHORIZATION,
+        format!("Bearer {CLIENT}").parse().unwrap(),
+    );
+    let http = reqwest::Client::builder().default_headers(auth).build().unwrap();
     let tools: Value = http
         .get(gw.url("/v1/tools?format=anthropic"))
         .send()

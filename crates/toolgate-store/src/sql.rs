@@ -161,7 +161,9 @@ const JOURNAL_UNFINISHED: &str = concat!(
 const JOURNAL_LIST: &str = concat!(
     journal_select!(),
     " WHERE ($1 IS NULL OR session_id = $1) AND ($2 IS NULL OR tool = $2) AND ($3 IS NULL OR started_at >= $3) \
-     AND ($4 IS NULL OR state = $4 OR error_type = $4) ORDER BY started_at DESC, call_id DESC LIMIT $5"
+     AND ($4 IS NULL OR state = $4 OR error_type = $4) \
+     AND ($6 IS NULL OR substr(session_id, 1, length(CAST($6 AS TEXT))) = CAST($6 AS TEXT)) \
+     ORDER BY started_at DESC, call_id DESC LIMIT $5"
 );
 const JOURNAL_PRUNE: &str = "DELETE FROM journal WHERE state <> 'started' AND started_at < $1";
 const GRANT_PUT: &str = "INSERT INTO grants (session_id, rule, expires_at) VALUES ($1, $2, $3) \
@@ -435,6 +437,7 @@ macro_rules! dialect {
                 .bind(f.since.map(micros))
                 .bind(f.outcome.as_deref())
                 .bind(limit)
+                .bind(f.session_prefix.as_deref())
                 .fetch_all(pool)
                 .await?;
             rows.iter().map(row).collect()

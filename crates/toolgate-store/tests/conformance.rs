@@ -149,6 +149,26 @@ async fn journal(name: &str, s: &Arc<dyn Store>) {
         ..JournalFilter::default()
     };
     assert_eq!(pick(limit).await, ["c3"], "{name}");
+    // A principal's sessions by prefix: its own rows, and a prefix that is only a start of the
+    // id's text, or has SQL wildcards, matches nothing else.
+    let by_prefix = |p: &str| {
+        let s = s.clone();
+        let p = p.to_owned();
+        async move {
+            s.journal_list(&JournalFilter {
+                session_prefix: Some(p),
+                ..JournalFilter::default()
+            })
+            .await
+            .unwrap()
+            .len()
+        }
+    };
+    let whole = sid.as_str().to_owned();
+    assert_eq!(by_prefix(&whole[..whole.len() - 2]).await, 3, "{name}");
+    assert_eq!(by_prefix(&format!("{whole}/")).await, 0, "{name}");
+    assert_eq!(by_prefix("%").await, 0, "{name}: no wildcard");
+    assert_eq!(by_prefix("_").await, 0, "{name}: no wildcard");
 
     // Retention: finished rows before the cut go; a started row stays whatever its age.
     let old = row(sid.as_str(), "old-open", "write_file", at(3600));
