@@ -28,8 +28,8 @@ pub const MAX_ID_BYTES: usize = 256;
 /// The longest tool name read (MCP's namespaced names stay far below it).
 pub const MAX_NAME_BYTES: usize = 256;
 
-/// The longest arguments text read (16 MiB: far above any real call, far below what hurts).
-pub const MAX_ARGUMENT_BYTES: usize = 16 << 20;
+/// The longest arguments text read (64 MiB, as `toolgate exec` reads at most: far above any real call).
+pub const MAX_ARGUMENT_BYTES: usize = 64 << 20;
 
 /// A call that stage 1 could not make usable.
 #[derive(Clone, Debug, PartialEq)]

@@ -56,6 +56,9 @@ async fn spans_of(config: EngineConfig, tool: &str) -> Vec<(String, BTreeMap<Str
     let spans: Spans = Arc::default();
     let subscriber = tracing_subscriber::registry().with(Capture(spans.clone()));
     let _guard = tracing::subscriber::set_default(subscriber);
+    // A callsite that another test's engine registered while this subscriber was being made
+    // may have been cached as uninteresting; ask every callsite again now that it exists.
+    tracing::callsite::rebuild_interest_cache();
     let failing = Arc::new(FnTool::new("fails", read_only(), |_, _| async {
         Err(ToolError::failed("no"))
     }));

@@ -4,11 +4,14 @@
 //! [`Containment::apply`] runs in the forked child before `exec`:
 //! - the child asks the kernel for SIGKILL when its parent thread dies (`PR_SET_PDEATHSIG`);
 //! - where the kernel allows a new PID namespace (as root, or through a user namespace that
-//!   maps the user to itself), the child forks once more: the grandchild, which runs the
-//!   program, is PID 1 of a namespace of its own, and dies with the child; when a namespace's
-//!   first process dies the kernel kills every process in it, so nothing started inside —
-//!   double-forked, `setsid`, `nohup` — survives. The child only waits and passes the exit
-//!   status on.
+//!   maps the user to itself), the child forks once more: the grandchild is PID 1 of a
+//!   namespace of its own and dies with the child; it forks the program (PID 2, an ordinary
+//!   process that signals reach as anywhere) and reaps orphans until the program ends. Then it
+//!   hands the program's wait status to the child and exits — and when a namespace's first
+//!   process dies the kernel kills every process in it, so nothing started inside —
+//!   double-forked, `setsid`, `nohup`, left in the background — outlives the program, or
+//!   toolgate. The child only waits (ignoring TERM and the terminal's signals, which its tree
+//!   gets) and exits as the program did.
 //! - Where no namespace can be had, the parent-death signal still takes the program itself,
 //!   and the caller's process-group and tree tracking remain the only other net; the result
 //!   says which held ([`Containment::describe`]).
@@ -76,42 +79,125 @@ impl Containment {
                 write_file(c"/proc/self/uid_map", uid_map);
                 write_file(c"/proc/self/gid_map", gid_map);
             }
-            let pid = libc::fork();
-            if pid < 0 {
+            // The status of the program travels from the namespace's init to the waiter here.
+            let mut pipe = [0i32; 2];
+            if libc::pipe2(pipe.as_mut_ptr(), libc::O_CLOEXEC) != 0 {
                 return Err(io::Error::last_os_error());
             }
-            if pid == 0 {
-                // PID 1 of the new namespace: dies with the waiter, and takes the namespace along.
-                // (Its parent is outside the namespace, so getppid() says 0: no check here; the
-                // waiter only ends by waiting for it or by being killed, which this signal covers.)
-                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0);
-                return Ok(());
+            let [read_end, write_end] = pipe;
+            let init = libc::fork();
+            if init < 0 {
+                return Err(io::Error::last_os_error());
             }
-            // The waiter: holds no descriptor (spawn's error pipe and the output pipes close),
-            // waits, and exits as the program did.
-            libc::syscall(libc::SYS_close_range, 0u32, u32::MAX, 0u32);
-            let mut status = 0;
-            loop {
-                let r = libc::waitpid(pid, &mut status, 0);
-                if r == pid {
-                    break;
-                }
-                if r < 0 && *libc::__errno_location() != libc::EINTR {
+            if init == 0 {
+                // PID 1 of the namespace: dies with the waiter (its parent is outside the
+                // namespace, so getppid() says 0 and no race check is possible here; the waiter
+                // only ends by waiting for it or by being killed, which this signal covers).
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0);
+                libc::close(read_end);
+                let program = libc::fork();
+                if program < 0 {
                     libc::_exit(127);
                 }
+                if program == 0 {
+                    // PID 2: the program. Not init, so signals reach it as anywhere else.
+                    libc::close(write_end);
+                    return Ok(());
+                }
+                run_init(program, write_end);
             }
-            if libc::WIFSIGNALED(status) {
-                let sig = libc::WTERMSIG(status);
-                libc::signal(sig, libc::SIG_DFL);
-                let mut set: libc::sigset_t = std::mem::zeroed();
-                libc::sigemptyset(&mut set);
-                libc::sigaddset(&mut set, sig);
-                libc::sigprocmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut());
-                libc::raise(sig);
-                libc::_exit(128 + sig);
-            }
-            libc::_exit(libc::WEXITSTATUS(status));
+            libc::close(write_end);
+            run_waiter(init, read_end);
         }
+    }
+}
+
+/// PID 1 of the namespace: reaps every orphan until the program ends, hands its wait status to
+/// the waiter, and exits — and with it the kernel kills whatever the program left behind.
+///
+/// # Safety
+/// In a forked child only (async-signal-safe calls; never returns).
+unsafe fn run_init(program: nix::libc::pid_t, status_out: i32) -> ! {
+    use nix::libc;
+    // SAFETY: close_range, waitpid, write and _exit are async-signal-safe.
+    unsafe {
+        // Only the status pipe stays open: spawn's error pipe must close when the program
+        // execs, and the output pipes when the program's tree is done.
+        if status_out > 0 {
+            libc::syscall(libc::SYS_close_range, 0u32, (status_out - 1) as u32, 0u32);
+        }
+        libc::syscall(libc::SYS_close_range, (status_out + 1) as u32, u32::MAX, 0u32);
+        let mut status = 0;
+        loop {
+            let mut st = 0;
+            let r = libc::waitpid(-1, &mut st, 0);
+            if r == program {
+                status = st;
+                break;
+            }
+            if r < 0 && *libc::__errno_location() != libc::EINTR {
+                break;
+            }
+        }
+        let bytes = status.to_ne_bytes();
+        libc::write(status_out, bytes.as_ptr().cast(), bytes.len());
+        libc::_exit(0);
+    }
+}
+
+/// The process toolgate spawned: holds no descriptor but the status pipe, ignores the
+/// terminal's and a graceful TERM (its tree gets them; a KILL ends it, and the namespace with
+/// it), and exits as the program did — by the same signal, or with its exit code.
+///
+/// # Safety
+/// In a forked child only (async-signal-safe calls; never returns).
+unsafe fn run_waiter(init: nix::libc::pid_t, status_in: i32) -> ! {
+    use nix::libc;
+    // SAFETY: async-signal-safe system calls only.
+    unsafe {
+        for sig in [libc::SIGTERM, libc::SIGINT, libc::SIGHUP, libc::SIGQUIT] {
+            libc::signal(sig, libc::SIG_IGN);
+        }
+        // Every descriptor but the status pipe goes: spawn's error pipe (so spawn returns),
+        // stdin and the output pipes (so they close when the program's tree is done).
+        if status_in > 0 {
+            libc::syscall(libc::SYS_close_range, 0u32, (status_in - 1) as u32, 0u32);
+        }
+        libc::syscall(libc::SYS_close_range, (status_in + 1) as u32, u32::MAX, 0u32);
+        let mut bytes = [0u8; 4];
+        let mut got = 0usize;
+        while got < 4 {
+            let n = libc::read(status_in, bytes[got..].as_mut_ptr().cast(), 4 - got);
+            if n > 0 {
+                got += n as usize;
+            } else if n < 0 && *libc::__errno_location() == libc::EINTR {
+                continue;
+            } else {
+                break;
+            }
+        }
+        let mut init_status = 0;
+        while libc::waitpid(init, &mut init_status, 0) < 0 && *libc::__errno_location() == libc::EINTR {}
+        let status = if got == 4 {
+            i32::from_ne_bytes(bytes)
+        } else {
+            init_status
+        };
+        if libc::WIFSIGNALED(status) {
+            let sig = libc::WTERMSIG(status);
+            libc::signal(sig, libc::SIG_DFL);
+            let mut set: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut set);
+            libc::sigaddset(&mut set, sig);
+            libc::sigprocmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut());
+            libc::raise(sig);
+            libc::_exit(128 + sig);
+        }
+        libc::_exit(if libc::WIFEXITED(status) {
+            libc::WEXITSTATUS(status)
+        } else {
+            127
+        });
     }
 }
 

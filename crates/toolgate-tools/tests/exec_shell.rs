@@ -120,9 +120,11 @@ async fn the_environment_holds_only_path_home_lang_and_the_allowlist() {
 }
 
 /// A grandchild that ignores TERM, one in its own session, and one orphaned by a double fork.
-const STUBBORN_TREE: &str = "(trap '' TERM; exec sleep 1000) & echo $! >> pids; \
-     setsid sleep 1000 & echo $! >> pids; \
-     ( setsid sleep 1000 & echo $! >> pids ) ; \
+/// Each writes its own pid as the host sees it (the shell runs in a PID namespace of its own,
+/// where `$!` numbers differ): the parent of `cut`, from /proc/self/stat.
+const STUBBORN_TREE: &str = "(trap '' TERM; cut -d' ' -f4 /proc/self/stat >> pids; exec sleep 1000) & \
+     setsid sh -c \"cut -d' ' -f4 /proc/self/stat >> pids; exec sleep 1000\" & \
+     ( setsid sh -c \"cut -d' ' -f4 /proc/self/stat >> pids; exec sleep 1000\" & ) ; \
      wait";
 
 #[tokio::test]
@@ -133,7 +135,10 @@ async fn a_timeout_kills_the_whole_tree() {
         .await
         .unwrap();
     assert_eq!(v["timed_out"], true);
-    assert_eq!(v["killed_with"], "SIGKILL", "the TERM-ignoring grandchild needed KILL");
+    // The TERM-ignoring grandchild needs a KILL: toolgate's after the grace period, or the
+    // kernel's at once when the shell's PID namespace ends with the shell (where namespaces
+    // can be had). Either way it is gone, which is what is asserted below.
+    assert!(matches!(v["killed_with"].as_str(), Some("SIGKILL" | "SIGTERM")), "{v}");
     let pids = pids(&std::fs::read_to_string(ws.path().join("pids")).unwrap());
     assert_eq!(pids.len(), 3);
     for pid in pids {
@@ -268,7 +273,11 @@ async fn the_sandbox_stops_writes_outside_and_network_sockets() {
     let outside = format!("/var/tmp/toolgate-sandbox-{}", std::process::id());
     let command = probes(&outside, port);
 
-    let control = run(&shell(quick()), ws.path(), json!({ "command": command }))
+    let off = ShellConfig {
+        sandbox: SandboxMode::Off,
+        ..quick()
+    };
+    let control = run(&shell(off), ws.path(), json!({ "command": command }))
         .await
         .unwrap();
     let control_out = control["stdout"].as_str().unwrap().to_owned();
@@ -282,6 +291,7 @@ async fn the_sandbox_stops_writes_outside_and_network_sockets() {
 
     let t = shell(ShellConfig {
         sandbox: SandboxMode::On,
+        network: false,
         ..quick()
     });
     let v = run(&t, ws.path(), json!({ "command": command })).await.unwrap();
@@ -311,6 +321,7 @@ async fn a_required_sandbox_the_kernel_cannot_give_fails_closed() {
     let ws = tempfile::tempdir().unwrap();
     let t = shell(ShellConfig {
         sandbox: SandboxMode::Required,
+        network: false,
         ..quick()
     });
     // Where the kernel provides both parts the command runs; where not, it must not run at all.
