@@ -376,3 +376,32 @@ async fn a_text_answer_without_calls_is_final() {
     assert_eq!(status, TurnStatus::FinalAnswer);
     assert_eq!(messages, vec![json!({"role": "assistant", "content": "Done."})]);
 }
+
+#[test]
+fn an_answer_with_more_calls_than_the_cap_is_refused_whole() {
+    use toolgate_core::formats::MAX_CALLS_PER_ANSWER;
+    let calls = |n: usize| {
+        (0..n)
+            .map(|i| {
+                serde_json::json!({"id": format!("c{i}"), "type": "function",
+                "function": {"name": "read_file", "arguments": "{}"}})
+            })
+            .collect::<Vec<_>>()
+    };
+    let at_cap = serde_json::json!({"role": "assistant", "tool_calls": calls(MAX_CALLS_PER_ANSWER)});
+    assert_eq!(
+        toolgate_core::Answer::parse(toolgate_core::Format::Openai, &at_cap)
+            .unwrap()
+            .calls
+            .len(),
+        MAX_CALLS_PER_ANSWER
+    );
+    let over = serde_json::json!({"role": "assistant", "tool_calls": calls(MAX_CALLS_PER_ANSWER + 1)});
+    let e = toolgate_core::Answer::parse(toolgate_core::Format::Openai, &over).unwrap_err();
+    assert!(e.to_string().contains("at most 1024"), "{e}");
+    let blocks: Vec<_> = (0..=MAX_CALLS_PER_ANSWER)
+        .map(|i| serde_json::json!({"type": "tool_use", "id": format!("t{i}"), "name": "x", "input": {}}))
+        .collect();
+    let anthropic = serde_json::json!({"role": "assistant", "content": blocks});
+    assert!(toolgate_core::Answer::parse(toolgate_core::Format::Anthropic, &anthropic).is_err());
+}

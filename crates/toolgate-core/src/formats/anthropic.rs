@@ -19,6 +19,12 @@ pub(super) fn parse(body: &Value) -> Result<Answer, FormatError> {
     };
     let mut text = String::new();
     let mut calls = Vec::new();
+    super::check_call_count(
+        content
+            .iter()
+            .filter(|b| b.get("type").and_then(Value::as_str) == Some("tool_use"))
+            .count(),
+    )?;
     for block in content {
         match block.get("type").and_then(Value::as_str) {
             Some("text") => text.push_str(block.get("text").and_then(Value::as_str).unwrap_or("")),

@@ -25,6 +25,7 @@ pub(super) fn parse(body: &Value) -> Result<Answer, FormatError> {
     };
     let mut text = String::new();
     let mut calls = Vec::new();
+    super::check_call_count(parts.iter().filter(|p| p.get("functionCall").is_some()).count())?;
     for part in parts {
         if let Some(t) = part.get("text").and_then(Value::as_str)
             && part.get("thought") != Some(&Value::Bool(true))

@@ -206,6 +206,17 @@ impl Answer {
 /// The most tool calls one answer may hold (models issue a handful; a few hundred at most).
 pub const MAX_CALLS_PER_ANSWER: usize = 1024;
 
+/// Refuses an answer with more calls than [`MAX_CALLS_PER_ANSWER`] before any is read, so a
+/// hostile answer costs no more than its own parse.
+pub(crate) fn check_call_count(n: usize) -> Result<(), FormatError> {
+    if n > MAX_CALLS_PER_ANSWER {
+        return Err(FormatError(format!(
+            "the answer holds {n} tool calls; at most {MAX_CALLS_PER_ANSWER} are run from one answer"
+        )));
+    }
+    Ok(())
+}
+
 /// How a call of the answer is written back into the assistant message.
 #[derive(Clone, Debug, PartialEq)]
 pub struct CallEcho {

@@ -26,6 +26,7 @@ pub(super) fn parse(body: &Value) -> Result<Answer, FormatError> {
     match message.get("tool_calls") {
         None | Some(Value::Null) => {}
         Some(Value::Array(items)) => {
+            super::check_call_count(items.len())?;
             for item in items {
                 calls.push(read_call(item)?);
             }

@@ -26,6 +26,12 @@ pub(super) fn parse(body: &Value) -> Result<Answer, FormatError> {
             .is_none_or(|r| r == "max_output_tokens");
     let mut text = String::new();
     let mut calls = Vec::new();
+    super::check_call_count(
+        items
+            .iter()
+            .filter(|i| i.get("type").and_then(Value::as_str) == Some("function_call"))
+            .count(),
+    )?;
     for item in &items {
         match item.get("type").and_then(Value::as_str) {
             Some("function_call") => calls.push(RawCall::from_object(
