@@ -122,14 +122,17 @@ pub fn decide_vetted(call: &ToolCall, spec: &ToolSpec, policy: &Policy, grants: 
     }
     let tool = call.name.as_str();
     let written = Subject::of(&spec.subject, &call.arguments);
-    let subject = match (&vetted.resolved, &spec.subject) {
-        (Some(r), PermissionSubject::Path(_)) => Subject::Path(r.clone()),
-        (Some(r), PermissionSubject::Url(_)) => Subject::Url(r.clone()),
-        _ => written.clone(),
+    let resolved = match (&vetted.resolved, &spec.subject) {
+        (Some(r), PermissionSubject::Path(_)) => Some(Subject::Path(r.clone())),
+        (Some(r), PermissionSubject::Url(_)) => Some(Subject::Url(r.clone())),
+        _ => None,
     };
     // A URL is matched only as the fetcher reads it; a path as written or as resolved.
     let url = matches!(spec.subject, PermissionSubject::Url(_));
-    let covers = |r: &Rule| r.covers_any(tool, &subject) || (!url && r.covers_any(tool, &written));
+    let subject = resolved.as_ref().unwrap_or(&written);
+    let covers = |r: &Rule| {
+        r.covers_any(tool, subject) || (resolved.is_some() && !url && r.covers_any(tool, &written))
+    };
     let layers = std::iter::once(grants).chain(policy.layers.iter());
     for layer in layers.clone() {
         if let Some(rule) = layer.deny.iter().find(|r| covers(r)) {

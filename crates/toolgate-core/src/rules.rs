@@ -157,14 +157,14 @@ impl Rule {
         if p.dynamic {
             return false;
         }
-        let written = written_words(p);
+        let rest = &p.words[1.min(p.words.len())..];
         match &self.pattern {
             None => true,
-            Some(Pattern::Exact(_, words)) => words.as_deref() == Some(written.as_slice()),
+            Some(Pattern::Exact(_, words)) => words.as_deref().is_some_and(|w| same_words(&p.written, rest, w, false)),
             Some(Pattern::Prefix(_, words)) => {
-                !p.runs_code && words.as_ref().is_some_and(|w| !w.is_empty() && written.starts_with(w))
+                !p.runs_code && words.as_deref().is_some_and(|w| same_words(&p.written, rest, w, true))
             }
-            Some(Pattern::Glob(g)) => !p.runs_code && g.is_match(written.join(" ")),
+            Some(Pattern::Glob(g)) => !p.runs_code && g.is_match(joined(&p.written, rest)),
             Some(Pattern::Domain(_)) => false,
         }
     }
@@ -172,15 +172,16 @@ impl Rule {
     /// Whether the rule's pattern names one program, for deny and ask: by its program name or
     /// as written, wrappers or not.
     fn names_program(&self, p: &Program) -> bool {
-        let written = written_words(p);
-        let forms = [p.words.as_slice(), written.as_slice()];
+        let rest = &p.words[1.min(p.words.len())..];
+        let name = p.name();
+        let both = |w: &[String], prefix: bool| {
+            same_words(name, rest, w, prefix) || same_words(&p.written, rest, w, prefix)
+        };
         match &self.pattern {
             None => true,
-            Some(Pattern::Exact(_, words)) => words.as_deref().is_some_and(|w| forms.contains(&w)),
-            Some(Pattern::Prefix(_, words)) => words
-                .as_ref()
-                .is_some_and(|w| !w.is_empty() && forms.iter().any(|f| f.starts_with(w))),
-            Some(Pattern::Glob(g)) => forms.iter().any(|f| g.is_match(f.join(" "))),
+            Some(Pattern::Exact(_, words)) => words.as_deref().is_some_and(|w| both(w, false)),
+            Some(Pattern::Prefix(_, words)) => words.as_deref().is_some_and(|w| !w.is_empty() && both(w, true)),
+            Some(Pattern::Glob(g)) => g.is_match(joined(name, rest)) || g.is_match(joined(&p.written, rest)),
             Some(Pattern::Domain(_)) => false,
         }
     }
@@ -262,13 +263,29 @@ pub fn allows(rules: &[&Rule], tool: &str, subject: &Subject) -> bool {
     }
 }
 
-/// A program's words with its command word as written.
-fn written_words(p: &Program) -> Vec<String> {
-    let mut w = p.words.clone();
-    if let Some(first) = w.first_mut() {
-        first.clone_from(&p.written);
+/// Whether `head rest…` equals `pattern` (or, with `prefix`, starts with it), without building
+/// the word list.
+fn same_words(head: &str, rest: &[String], pattern: &[String], prefix: bool) -> bool {
+    let Some((first, more)) = pattern.split_first() else {
+        return false;
+    };
+    first == head
+        && if prefix {
+            rest.starts_with(more)
+        } else {
+            rest == more
+        }
+}
+
+/// `head rest…` joined by spaces, for glob patterns.
+fn joined(head: &str, rest: &[String]) -> String {
+    let mut out = String::with_capacity(head.len() + rest.iter().map(|w| w.len() + 1).sum::<usize>());
+    out.push_str(head);
+    for w in rest {
+        out.push(' ');
+        out.push_str(w);
     }
-    w
+    out
 }
 
 fn words_of(pattern: &str) -> Option<Vec<String>> {

@@ -18,6 +18,10 @@ fn shell(c: &mut Criterion) {
         .unwrap_or_else(|e| panic!("runtime: {e}"));
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("temp dir: {e}"));
     let tool = Typed::new(ExecShell::new(ShellConfig::default()));
+    let unsandboxed = Typed::new(ExecShell::new(ShellConfig {
+        sandbox: toolgate_tools::sandbox::SandboxMode::Off,
+        ..ShellConfig::default()
+    }));
     let ctx = ToolContext::standalone(dir.path());
     let mut group = c.benchmark_group("exec_shell");
     group.bench_function("bare_spawn_true", |b| {
@@ -32,6 +36,16 @@ fn shell(c: &mut Criterion) {
     group.bench_function("exec_shell_true", |b| {
         b.to_async(&rt).iter(|| async {
             let out = tool
+                .execute(&ctx, json!({"command": "true"}))
+                .await
+                .unwrap_or_else(|e| panic!("exec_shell: {e}"));
+            assert_eq!(out.content["exit_code"], 0);
+        });
+    });
+    // The same without the Landlock sandbox: what the PID-namespace containment costs alone.
+    group.bench_function("exec_shell_true_sandbox_off", |b| {
+        b.to_async(&rt).iter(|| async {
+            let out = unsandboxed
                 .execute(&ctx, json!({"command": "true"}))
                 .await
                 .unwrap_or_else(|e| panic!("exec_shell: {e}"));

@@ -383,7 +383,7 @@ impl Walker {
             self.dynamic("it runs too many programs to check".into());
             return;
         }
-        let texts: Vec<String> = words.iter().map(|w| w.text.clone()).collect();
+        let mut texts: Vec<String> = words.iter().map(|w| w.text.clone()).collect();
         if first.dynamic || first.pattern || first.text.is_empty() {
             let why = format!(
                 "the program name {:?} is computed at run time (a variable, substitution, glob or brace expansion)",
@@ -400,11 +400,10 @@ impl Walker {
             return;
         }
         let name = unwrap::program_name(&first.text).to_owned();
-        let mut program_words = texts.clone();
-        program_words[0] = name.clone();
+        texts[0].clone_from(&name);
         let runs_code = WRAPPERS.contains(&name.as_str()) || unwrap::runs_code_from_options(&name, &texts[1..]);
         self.out.programs.push(Program {
-            words: program_words,
+            words: texts,
             written: first.text.clone(),
             dynamic: false,
             runs_code,

@@ -401,7 +401,7 @@ pub fn runs_code_from_options(name: &str, args: &[String]) -> bool {
         args.iter().any(|a| {
             flags
                 .iter()
-                .any(|f| a == f || (f.starts_with("--") && a.starts_with(&format!("{f}="))))
+                .any(|f| a == f || (f.starts_with("--") && a.strip_prefix(f).is_some_and(|r| r.starts_with('='))))
         })
     };
     let has_prefix = |prefixes: &[&str]| args.iter().any(|a| prefixes.iter().any(|p| a.starts_with(p)));
