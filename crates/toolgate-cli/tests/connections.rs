@@ -5,36 +5,10 @@
 
 mod common;
 
-use common::{Guard, workspace, xdg_dir};
-use std::io::{BufRead, BufReader, Read, Write};
+use common::{serve, workspace};
+use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-
-fn serve(ws: &std::path::Path, extra: &[&str]) -> (Guard, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_toolgate"))
-        .arg("--workspace")
-        .arg(ws)
-        .args(["--store", "memory", "serve", "--listen", "127.0.0.1:0"])
-        .args(extra)
-        .env("XDG_CONFIG_HOME", xdg_dir(ws, "config"))
-        .env("XDG_DATA_HOME", xdg_dir(ws, "data"))
-        .env_remove("RUST_LOG")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let stderr = child.stderr.take().unwrap();
-    let mut lines = BufReader::new(stderr).lines();
-    let addr = loop {
-        let line = lines.next().expect("toolgate serve exited").unwrap();
-        if let Some(rest) = line.split("MCP at http://").nth(1) {
-            break rest.split('/').next().unwrap_or_default().to_owned();
-        }
-    };
-    std::thread::spawn(move || for _ in lines {});
-    (Guard(child), addr)
-}
 
 /// Blocks until the gateway closes the connection; how long that took.
 fn until_closed(mut s: TcpStream) -> Duration {
@@ -61,7 +35,12 @@ fn healthz(addr: &str) -> String {
 #[test]
 fn idle_slow_and_surplus_connections_are_closed() {
     let ws = workspace();
-    let (_guard, addr) = serve(ws.path(), &["--header-timeout", "1", "--max-connections", "8"]);
+    let (_guard, addr) = serve(
+        ws.path(),
+        None,
+        &["--header-timeout", "1", "--max-connections", "8"],
+        &[],
+    );
     // Eight idle connections fill the cap (one of them sends half a request line).
     let mut idle: Vec<TcpStream> = (0..8).map(|_| TcpStream::connect(&addr).unwrap()).collect();
     idle[0].write_all(b"GET /healthz HT").unwrap();

@@ -4,10 +4,8 @@
 
 mod common;
 
-use common::{Guard, workspace, xdg_dir};
+use common::{serve, workspace};
 use serde_json::{Value, json};
-use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
 
 const ALICE: &str = "alice-token-1";
 const BOB: &str = "bob-token-2";
@@ -27,31 +25,13 @@ async fn principals_keep_their_memory_sessions_and_audit_apart() {
         "[permissions]\nallow = [\"memory_write\"]\n\n[principals.bob]\ndeny = [\"memory_write\"]\n",
     )
     .unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_toolgate"))
-        .arg("--config")
-        .arg(&config)
-        .arg("--workspace")
-        .arg(ws.path())
-        .args(["--store", "memory", "serve", "--listen", "127.0.0.1:0"])
-        .args(["--client", &format!("alice={ALICE}"), "--client", &format!("bob={BOB}")])
-        .env("TOOLGATE_SERVE_APPROVER_TOKEN", APPROVER)
-        .env("XDG_CONFIG_HOME", xdg_dir(ws.path(), "config"))
-        .env("XDG_DATA_HOME", xdg_dir(ws.path(), "data"))
-        .env_remove("RUST_LOG")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let stderr = child.stderr.take().unwrap();
-    let _guard = Guard(child);
-    let mut lines = BufReader::new(stderr).lines();
-    let base = loop {
-        let line = lines.next().expect("toolgate serve exited").unwrap();
-        if let Some(rest) = line.split("REST at ").nth(1) {
-            break rest.trim().trim_end_matches('/').to_owned();
-        }
-    };
-    std::thread::spawn(move || for _ in lines {});
+    let (_guard, addr) = serve(
+        ws.path(),
+        Some(&config),
+        &["--client", &format!("alice={ALICE}"), "--client", &format!("bob={BOB}")],
+        &[("TOOLGATE_SERVE_APPROVER_TOKEN", APPROVER)],
+    );
+    let base = format!("http://{addr}/v1");
     let http = reqwest::Client::new();
     let execute = |token: Option<&'static str>, session: &str, answer: Value| {
         let mut r = http.post(format!("{base}/execute?session={session}")).json(&answer);

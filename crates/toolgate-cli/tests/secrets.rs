@@ -5,9 +5,8 @@
 
 mod common;
 
-use common::{Guard, fixture_upstream, workspace, xdg_dir};
-use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
+use common::{fixture_upstream, serve, workspace, xdg_dir};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 const SECRETS: [&str; 4] = ["appr-SECRET-1", "client-SECRET-2", "sk-SECRET-3", "ghp_SECRET-4"];
@@ -34,34 +33,16 @@ fn no_secret_is_readable_by_a_tool_or_an_upstream() {
         ),
     )
     .unwrap();
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_toolgate"));
-    cmd.arg("--config")
-        .arg(&config)
-        .arg("--workspace")
-        .arg(ws.path())
-        .args([
-            "--store",
-            "memory",
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--token",
-            SECRETS[1],
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped());
-    with_secrets(&mut cmd, ws.path());
-    let mut child = cmd.spawn().unwrap();
-    let stderr = child.stderr.take().unwrap();
-    let guard = Guard(child);
-    let mut lines = BufReader::new(stderr).lines();
-    loop {
-        let line = lines.next().expect("toolgate serve exited").unwrap();
-        if line.contains("MCP at ") {
-            break;
-        }
-    }
-    std::thread::spawn(move || for _ in lines {});
+    let (guard, _) = serve(
+        ws.path(),
+        Some(&config),
+        &["--token", SECRETS[1]],
+        &[
+            ("TOOLGATE_SERVE_APPROVER_TOKEN", SECRETS[0]),
+            ("OPENAI_API_KEY", SECRETS[2]),
+            ("GITHUB_TOKEN", SECRETS[3]),
+        ],
+    );
     let pid = guard.0.id();
     let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap();
     let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap();

@@ -130,9 +130,7 @@ pub fn decide_vetted(call: &ToolCall, spec: &ToolSpec, policy: &Policy, grants: 
     // A URL is matched only as the fetcher reads it; a path as written or as resolved.
     let url = matches!(spec.subject, PermissionSubject::Url(_));
     let subject = resolved.as_ref().unwrap_or(&written);
-    let covers = |r: &Rule| {
-        r.covers_any(tool, subject) || (resolved.is_some() && !url && r.covers_any(tool, &written))
-    };
+    let covers = |r: &Rule| r.covers_any(tool, subject) || (resolved.is_some() && !url && r.covers_any(tool, &written));
     let layers = std::iter::once(grants).chain(policy.layers.iter());
     for layer in layers.clone() {
         if let Some(rule) = layer.deny.iter().find(|r| covers(r)) {
@@ -143,7 +141,7 @@ pub fn decide_vetted(call: &ToolCall, spec: &ToolSpec, policy: &Policy, grants: 
             return Decision::new(
                 Verdict::Deny,
                 source,
-                format!("the rule {rule} denies it{}", dynamic_note(&subject)),
+                format!("the rule {rule} denies it{}", dynamic_note(subject)),
             );
         }
     }
@@ -152,7 +150,7 @@ pub fn decide_vetted(call: &ToolCall, spec: &ToolSpec, policy: &Policy, grants: 
             return Decision::new(
                 Verdict::Ask,
                 Source::ConfigAsk,
-                format!("the rule {rule} asks for approval{}", dynamic_note(&subject)),
+                format!("the rule {rule} asks for approval{}", dynamic_note(subject)),
             );
         }
     }
@@ -168,7 +166,7 @@ pub fn decide_vetted(call: &ToolCall, spec: &ToolSpec, policy: &Policy, grants: 
         return Decision::new(Verdict::Allow, Source::Yolo, "--yolo allows every call no rule denies");
     }
     let session_rules: Vec<&Rule> = grants.allow.iter().collect();
-    if allows(&session_rules, tool, &subject) {
+    if allows(&session_rules, tool, subject) {
         return Decision::new(
             Verdict::Allow,
             Source::SessionPermissionsAllow,
@@ -176,7 +174,7 @@ pub fn decide_vetted(call: &ToolCall, spec: &ToolSpec, policy: &Policy, grants: 
         );
     }
     let all_rules: Vec<&Rule> = layers.flat_map(|l| l.allow.iter()).collect();
-    if allows(&all_rules, tool, &subject) {
+    if allows(&all_rules, tool, subject) {
         return Decision::new(Verdict::Allow, Source::ConfigAllow, "an allow rule covers it");
     }
     if read_only && !spec.annotations.open_world {
@@ -186,7 +184,7 @@ pub fn decide_vetted(call: &ToolCall, spec: &ToolSpec, policy: &Policy, grants: 
             "the tool is read-only and stays in the workspace",
         );
     }
-    let reason = match &subject {
+    let reason = match subject {
         Subject::Command(a) if a.opaque.is_some() => {
             format!(
                 "no rule can allow this command line: {}",

@@ -174,9 +174,8 @@ impl Rule {
     fn names_program(&self, p: &Program) -> bool {
         let rest = &p.words[1.min(p.words.len())..];
         let name = p.name();
-        let both = |w: &[String], prefix: bool| {
-            same_words(name, rest, w, prefix) || same_words(&p.written, rest, w, prefix)
-        };
+        let both =
+            |w: &[String], prefix: bool| same_words(name, rest, w, prefix) || same_words(&p.written, rest, w, prefix);
         match &self.pattern {
             None => true,
             Some(Pattern::Exact(_, words)) => words.as_deref().is_some_and(|w| both(w, false)),
@@ -269,12 +268,7 @@ fn same_words(head: &str, rest: &[String], pattern: &[String], prefix: bool) -> 
     let Some((first, more)) = pattern.split_first() else {
         return false;
     };
-    first == head
-        && if prefix {
-            rest.starts_with(more)
-        } else {
-            rest == more
-        }
+    first == head && if prefix { rest.starts_with(more) } else { rest == more }
 }
 
 /// `head rest…` joined by spaces, for glob patterns.

@@ -7,37 +7,17 @@
 //! - Every line of the catastrophic corpus is refused by `Engine::check` with `builtin_deny`
 //!   under `--yolo`, before permission. Those lines are never executed.
 
+mod common;
+
+use common::engine;
 use serde_json::{Map, Value, json};
 use std::path::Path;
 use std::sync::Arc;
-use toolgate_core::permit::{ApproveAll, Policy};
-use toolgate_core::rules::{Layer, LayerSource, Rule};
-use toolgate_core::{CallId, Engine, EngineConfig, Outcome, Registry, Session, SessionOptions, ToolCall, TurnOptions};
-
-fn engine() -> Arc<Engine> {
-    let mut registry = Registry::new();
-    for t in toolgate_tools::builtin_tools() {
-        registry.register(t);
-    }
-    Arc::new(Engine::new(registry, EngineConfig::default()))
-}
+use toolgate_core::permit::{ApproveAll, DenyAll};
+use toolgate_core::{CallId, Engine, Outcome, Session, ToolCall, TurnOptions};
 
 fn session(engine: &Engine, ws: &Path, allow: &[&str], deny: &[&str], yolo: bool) -> Arc<Session> {
-    let mut layer = Layer::new(LayerSource::User);
-    layer.allow = allow.iter().map(|r| Rule::parse(r).unwrap()).collect();
-    layer.deny = deny.iter().map(|r| Rule::parse(r).unwrap()).collect();
-    Arc::new(Session::new(
-        engine.config(),
-        SessionOptions {
-            workspace: ws.to_owned(),
-            approver: Arc::new(ApproveAll),
-            policy: Policy {
-                yolo,
-                layers: Arc::new(vec![layer]),
-            },
-            ..SessionOptions::default()
-        },
-    ))
+    common::session(engine, ws, allow, deny, yolo, Arc::new(ApproveAll))
 }
 
 fn shell_call(command: &str) -> ToolCall {
@@ -146,23 +126,14 @@ async fn redirections_cannot_write_outside_through_links_or_braces() {
     let engine = engine();
     // ls and echo are allowed; nobody can approve an ask (the approver in `session` approves
     // everything, so the rules here say deny for what must not run and nothing else).
-    let mut layer = Layer::new(LayerSource::User);
-    layer.allow = vec![
-        Rule::parse("exec_shell(ls:*)").unwrap(),
-        Rule::parse("exec_shell(echo:*)").unwrap(),
-    ];
-    let s = Arc::new(Session::new(
-        engine.config(),
-        SessionOptions {
-            workspace: ws.path().to_owned(),
-            approver: Arc::new(toolgate_core::permit::DenyAll),
-            policy: Policy {
-                yolo: false,
-                layers: Arc::new(vec![layer]),
-            },
-            ..SessionOptions::default()
-        },
-    ));
+    let s = common::session(
+        &engine,
+        ws.path(),
+        &["exec_shell(ls:*)", "exec_shell(echo:*)"],
+        &[],
+        false,
+        Arc::new(DenyAll),
+    );
     let lines = [
         "ls > evil_link".to_owned(),
         "echo pwned >> evil_link".into(),
@@ -202,28 +173,19 @@ async fn redirections_cannot_write_outside_through_links_or_braces() {
 fn prefix_rules_do_not_cover_options_that_run_programs() {
     let ws = tempfile::tempdir().unwrap();
     let engine = engine();
-    let mut layer = Layer::new(LayerSource::User);
-    layer.allow = [
-        "exec_shell(cargo test:*)",
-        "exec_shell(git:*)",
-        "exec_shell(find:*)",
-        "exec_shell(tar:*)",
-        "exec_shell(rsync:*)",
-    ]
-    .iter()
-    .map(|r| Rule::parse(r).unwrap())
-    .collect();
-    let s = Session::new(
-        engine.config(),
-        SessionOptions {
-            workspace: ws.path().to_owned(),
-            approver: Arc::new(toolgate_core::permit::DenyAll),
-            policy: Policy {
-                yolo: false,
-                layers: Arc::new(vec![layer]),
-            },
-            ..SessionOptions::default()
-        },
+    let s = common::session(
+        &engine,
+        ws.path(),
+        &[
+            "exec_shell(cargo test:*)",
+            "exec_shell(git:*)",
+            "exec_shell(find:*)",
+            "exec_shell(tar:*)",
+            "exec_shell(rsync:*)",
+        ],
+        &[],
+        false,
+        Arc::new(DenyAll),
     );
     for line in [
         r#"cargo test --config 'target.x86_64-unknown-linux-gnu.runner=["sh","-c","touch pwned"]'"#,

@@ -5,47 +5,26 @@
 //! asserts the attack failed: the secret never appears in a result, the protected file is
 //! unchanged, and the call is refused. The lower bound beside them: an ordinary path runs.
 
+mod common;
+
+use common::engine;
 use serde_json::{Map, Value, json};
 use std::path::Path;
 use std::sync::Arc;
-use toolgate_core::permit::{ApproveAll, Policy};
-use toolgate_core::rules::{Layer, LayerSource, Rule};
-use toolgate_core::{CallId, Engine, EngineConfig, Outcome, Registry, Session, SessionOptions, ToolCall, TurnOptions};
+use toolgate_core::permit::ApproveAll;
+use toolgate_core::{CallId, Engine, Outcome, Session, ToolCall, TurnOptions};
 
 const SECRET: &str = "TOP-SECRET-4711";
 
-fn engine() -> Arc<Engine> {
-    let mut registry = Registry::new();
-    for t in toolgate_tools::builtin_tools() {
-        registry.register(t);
-    }
-    Arc::new(Engine::new(registry, EngineConfig::default()))
-}
-
 fn session(engine: &Engine, ws: &Path) -> Arc<Session> {
-    let mut layer = Layer::new(LayerSource::User);
-    layer.deny = [
+    let deny = [
         "read_file(secret/**)",
         "list_directory(secret/**)",
         "list_directory(secret)",
         "write_file(protected/**)",
         "edit_file(protected/**)",
-    ]
-    .iter()
-    .map(|r| Rule::parse(r).unwrap())
-    .collect();
-    Arc::new(Session::new(
-        engine.config(),
-        SessionOptions {
-            workspace: ws.to_owned(),
-            approver: Arc::new(ApproveAll),
-            policy: Policy {
-                yolo: true,
-                layers: Arc::new(vec![layer]),
-            },
-            ..SessionOptions::default()
-        },
-    ))
+    ];
+    common::session(engine, ws, &[], &deny, true, Arc::new(ApproveAll))
 }
 
 /// The workspace: `secret/key`, `protected/file`, links into them, and links and a hard link out.

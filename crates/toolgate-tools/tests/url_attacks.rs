@@ -3,11 +3,13 @@
 //! internal addresses are refused before permission whatever a rule says (`builtin_deny`).
 //! Decided through `Engine::check`: nothing is fetched.
 
+mod common;
+
+use common::engine;
 use serde_json::{Map, json};
 use std::sync::Arc;
-use toolgate_core::permit::{DenyAll, Policy};
-use toolgate_core::rules::{Layer, LayerSource, Rule};
-use toolgate_core::{CallId, Engine, EngineConfig, Registry, Session, SessionOptions, ToolCall};
+use toolgate_core::permit::DenyAll;
+use toolgate_core::{CallId, Engine, Session, ToolCall};
 
 fn check(engine: &Engine, s: &Session, url: &str) -> (String, String) {
     let mut args = Map::new();
@@ -18,25 +20,15 @@ fn check(engine: &Engine, s: &Session, url: &str) -> (String, String) {
 
 #[test]
 fn url_spellings_cannot_borrow_an_allowed_domain() {
-    let mut registry = Registry::new();
-    for t in toolgate_tools::builtin_tools() {
-        registry.register(t);
-    }
-    let engine = Engine::new(registry, EngineConfig::default());
-    let mut layer = Layer::new(LayerSource::User);
-    layer.allow = vec![Rule::parse("fetch_url(domain:example.com)").unwrap()];
+    let engine = engine();
     let ws = tempfile::tempdir().unwrap();
-    let s = Session::new(
-        engine.config(),
-        SessionOptions {
-            workspace: ws.path().to_owned(),
-            approver: Arc::new(DenyAll),
-            policy: Policy {
-                yolo: false,
-                layers: Arc::new(vec![layer]),
-            },
-            ..SessionOptions::default()
-        },
+    let s = common::session(
+        &engine,
+        ws.path(),
+        &["fetch_url(domain:example.com)"],
+        &[],
+        false,
+        Arc::new(DenyAll),
     );
     // Another host, however the URL is dressed: never allowed by the rule.
     let elsewhere = [

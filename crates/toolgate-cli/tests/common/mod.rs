@@ -77,3 +77,36 @@ pub fn fixture_upstream() -> std::path::PathBuf {
     );
     path
 }
+
+/// `toolgate --workspace W --store memory [--config C] serve --listen 127.0.0.1:0 EXTRA…` with
+/// these environment variables, toolgate's data beside the workspace; waits for it to listen.
+/// Returns the guard and the `host:port` it listens on.
+pub fn serve(workspace: &Path, config: Option<&Path>, extra: &[&str], envs: &[(&str, &str)]) -> (Guard, String) {
+    use std::io::BufRead;
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_toolgate"));
+    if let Some(c) = config {
+        cmd.arg("--config").arg(c);
+    }
+    cmd.arg("--workspace")
+        .arg(workspace)
+        .args(["--store", "memory", "serve", "--listen", "127.0.0.1:0"])
+        .args(extra)
+        .env("XDG_CONFIG_HOME", xdg_dir(workspace, "config"))
+        .env("XDG_DATA_HOME", xdg_dir(workspace, "data"))
+        .env_remove("RUST_LOG")
+        .envs(envs.iter().copied())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped());
+    let mut child = cmd.spawn().unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let guard = Guard(child);
+    let mut lines = std::io::BufReader::new(stderr).lines();
+    let addr = loop {
+        let line = lines.next().expect("toolgate serve exited").unwrap();
+        if let Some(rest) = line.split("MCP at http://").nth(1) {
+            break rest.split('/').next().unwrap_or_default().to_owned();
+        }
+    };
+    std::thread::spawn(move || for _ in lines {});
+    (guard, addr)
+}
