@@ -35,6 +35,8 @@ pub struct Config {
     pub shell: Shell,
     /// `[agent]`: the model and the loop of `toolgate agent`.
     pub agent: AgentSection,
+    /// `[files]`: the file tools.
+    pub files: Files,
     /// `[principals.NAME]`: the gateway's rules for one client principal (`--client
     /// NAME=TOKEN`), checked before every other layer.
     pub principals: std::collections::BTreeMap<String, Permissions>,
@@ -95,6 +97,15 @@ impl Shell {
             ..d
         }
     }
+}
+
+/// `[files]`.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Files {
+    /// Let the file tools read (never write) files with more than one hard link (default
+    /// false: another link may lie outside the workspace).
+    pub hardlink_reads: bool,
 }
 
 /// `[fetch]`.
@@ -237,6 +248,7 @@ const ENV_SECTIONS: &[&str] = &[
     "store",
     "audit",
     "fetch",
+    "files",
     "shell",
     "agent",
 ];
@@ -257,6 +269,9 @@ pub struct Loaded {
     pub config: Config,
     /// The deny and ask rules of an untrusted project file (its only parts that apply).
     pub untrusted_project: Option<Permissions>,
+    /// Rules naming one tool of a configured MCP server, with where each is written: checked
+    /// once the servers have connected.
+    pub mcp_rules: Vec<(String, String)>,
 }
 
 /// Loads and merges the configuration: the user file, the workspace's project file (in full when
@@ -281,6 +296,7 @@ pub fn load(explicit: Option<&Path>, workspace: &Path, subject_of: SubjectOf<'_>
     let known = Known {
         subject_of,
         servers: &servers,
+        deferred: std::cell::RefCell::new(Vec::new()),
     };
     let known = &known;
     let mut merged = toml::Table::new();
@@ -331,6 +347,7 @@ pub fn load(explicit: Option<&Path>, workspace: &Path, subject_of: SubjectOf<'_>
     Ok(Loaded {
         config,
         untrusted_project,
+        mcp_rules: known.deferred.take(),
     })
 }
 
@@ -373,6 +390,8 @@ fn ignored_parts(table: &toml::Table, permissions: &Permissions) -> Vec<&'static
         ("audit", "audit settings"),
         ("fetch", "fetch settings"),
         ("shell", "shell settings"),
+        ("files", "file settings"),
+        ("principals", "principal rules"),
         ("agent", "agent settings"),
     ] {
         if table.contains_key(section) {
@@ -391,6 +410,8 @@ pub struct Known<'a> {
     pub subject_of: SubjectOf<'a>,
     /// Configured MCP servers, whose tools are `SERVER__tool`.
     pub servers: &'a [String],
+    /// Rules naming a configured server's tool, with where they are written.
+    pub deferred: std::cell::RefCell<Vec<(String, String)>>,
 }
 
 impl Known<'_> {
@@ -483,7 +504,18 @@ fn read_file(path: &Path, known: &Known<'_>) -> Result<toml::Table> {
             match entry.get_ref().compile(subject_of) {
                 Err(e) => bail!("{}: line {line}: permissions.{list}: {e}", path.display()),
                 Ok(rule) => {
-                    if let Err(e) = known.check(rule.tool_pattern()) {
+                    let name = rule.tool_pattern();
+                    if name.contains("__") && !name.contains(['*', '?', '[']) {
+                        known.deferred.borrow_mut().push((
+                            name.to_owned(),
+                            format!(
+                                "{}: line {line}: permissions.{list}: the rule {:?}",
+                                path.display(),
+                                rule.to_string()
+                            ),
+                        ));
+                    }
+                    if let Err(e) = known.check(name) {
                         bail!(
                             "{}: line {line}: permissions.{list}: the rule {:?} can never match: {e}",
                             path.display(),
@@ -645,6 +677,7 @@ mod tests {
         let known = Known {
             subject_of: &|_| None,
             servers: &[],
+            deferred: std::cell::RefCell::new(Vec::new()),
         };
         let err = read_file(&path, &known).unwrap_err().to_string();
         assert!(

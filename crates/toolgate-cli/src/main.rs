@@ -188,6 +188,7 @@ async fn run(cli: Cli) -> Result<ExitCode> {
     let config::Loaded {
         config,
         untrusted_project,
+        mcp_rules,
     } = config::load(cli.config.as_deref(), &workspace, &default_subject)?;
     // toolgate's own files are out of every tool's reach: the user configuration, the trust
     // records and the default store (the data directory), a --config file, and hook programs.
@@ -197,6 +198,7 @@ async fn run(cli: Cli) -> Result<ExitCode> {
     protected.extend(cli.config.clone());
     protected.extend(hooks::programs(&config.hooks, &workspace));
     toolgate_tools::protect::set(protected);
+    toolgate_tools::confine::set_hardlink_reads(config.files.hardlink_reads);
     if config.shell.sandbox == toolgate_tools::sandbox::SandboxMode::On
         && !toolgate_tools::sandbox::landlock_available()
     {
@@ -265,6 +267,26 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             None => Arc::new(toolgate_core::store::MemoryStore::new()),
         };
         let hub = toolgate_mcp::Hub::start(engine.clone(), builtins.clone(), hub_store, upstreams).await;
+        // A rule naming a tool its (connected) server does not have can never match.
+        let registry = engine.registry();
+        for (name, written) in &mcp_rules {
+            let server = name.split("__").next().unwrap_or_default();
+            let ready = matches!(hub.servers().get(server), Some(toolgate_mcp::ServerState::Ready { .. }));
+            if ready && registry.get(name).is_none() {
+                let prefix = format!("{server}__");
+                let names: Vec<&str> = registry
+                    .entries()
+                    .map(|e| e.name().as_str())
+                    .filter(|n| n.starts_with(&prefix))
+                    .collect();
+                let near = Registry::suggestions(name, names.iter().copied());
+                let hint = near
+                    .first()
+                    .map(|n| format!("; did you mean {n:?}?"))
+                    .unwrap_or_default();
+                bail!("{written} can never match: the MCP server {server:?} has no tool {name:?}{hint}");
+            }
+        }
         for state in hub.servers().into_values() {
             if let toolgate_mcp::ServerState::Failed { reason } = state {
                 eprintln!(

@@ -541,3 +541,31 @@ fn rules_that_can_never_match_are_configuration_errors_with_a_hint() {
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(json_out(&out)["decision"], "allow");
 }
+
+#[test]
+fn a_rule_naming_a_tool_its_connected_server_lacks_is_an_error() {
+    let ws = workspace();
+    let config = ws.path().join("mcp.toml");
+    let server = format!(
+        "[mcp_servers.fx]\ncommand = {:?}\n",
+        common::fixture_upstream().display().to_string()
+    );
+    std::fs::write(&config, format!("[permissions]\nallow = [\"fx__ehco\"]\n\n{server}")).unwrap();
+    let out = toolgate(ws.path())
+        .args(["--store", "memory", "--config"])
+        .arg(&config)
+        .args(["check", "read_file", r#"{"path": "hello.txt"}"#])
+        .output()
+        .unwrap();
+    assert_usage_error(&out, "line 2: permissions.allow: the rule \"fx__ehco\" can never match");
+    assert_usage_error(&out, "did you mean \"fx__echo\"?");
+    std::fs::write(&config, format!("[permissions]\nallow = [\"fx__echo\"]\n\n{server}")).unwrap();
+    let out = toolgate(ws.path())
+        .args(["--store", "memory", "--config"])
+        .arg(&config)
+        .args(["check", "fx__echo", r#"{"text": "hi"}"#])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(json_out(&out)["decision"], "allow");
+}

@@ -171,3 +171,33 @@ fn file_tools_refuse_fifos_devices_and_hard_links_without_hanging() {
         "secret"
     );
 }
+
+#[test]
+fn hard_link_reads_only_when_the_configuration_allows_them_and_never_writes() {
+    let h = home();
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::write(outside.path().join("shared"), "shared text").unwrap();
+    std::fs::hard_link(outside.path().join("shared"), h.path().join("project/link")).unwrap();
+    let config = h.path().join("project/allow.toml");
+    std::fs::write(&config, "[files]\nhardlink_reads = true\n").unwrap();
+    let read = in_home(h.path())
+        .arg("--config")
+        .arg(&config)
+        .args(["call", "read_file", r#"{"path": "project/link"}"#])
+        .output()
+        .unwrap();
+    assert_eq!(read.status.code(), Some(0), "{}", String::from_utf8_lossy(&read.stdout));
+    assert_eq!(json_out(&read)["content"], "shared text");
+    let write = in_home(h.path())
+        .arg("--config")
+        .arg(&config)
+        .args(["call", "write_file", r#"{"path": "project/link", "content": "pwned"}"#])
+        .output()
+        .unwrap();
+    assert_eq!(write.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&write.stdout).contains("hard links"));
+    assert_eq!(
+        std::fs::read_to_string(outside.path().join("shared")).unwrap(),
+        "shared text"
+    );
+}

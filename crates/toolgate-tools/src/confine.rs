@@ -85,10 +85,10 @@ impl Workspace {
         // What is there already is checked before it can be truncated or written.
         let writes = flags.intersects(OFlag::O_WRONLY | OFlag::O_RDWR | OFlag::O_TRUNC);
         if writes && let Ok(existing) = open_in(&self.dir, rel, OFlag::O_PATH, 0, shown) {
-            vet_opened(&existing, shown)?;
+            vet_opened(&existing, shown, true)?;
         }
         let fd = open_in(&self.dir, rel, flags | OFlag::O_NONBLOCK, mode, shown)?;
-        vet_opened(&fd, shown)?;
+        vet_opened(&fd, shown, writes)?;
         // Back to blocking reads and writes on a regular file or directory.
         nix::fcntl::fcntl(
             &fd,
@@ -129,8 +129,18 @@ impl Workspace {
     }
 }
 
-/// Only a regular file with one link, or a directory, and none of toolgate's control files.
-fn vet_opened(fd: &OwnedFd, shown: &str) -> Result<(), ToolError> {
+/// Whether files with several hard links may be read (`[files] hardlink_reads`; never written).
+static HARDLINK_READS: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Lets the file tools read (never write) files with more than one hard link: a hard link may
+/// lie outside the workspace, so this is off unless the configuration says so.
+pub fn set_hardlink_reads(allow: bool) {
+    HARDLINK_READS.store(allow, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// Only a regular file with one link (several, for a read, when allowed), or a directory, and
+/// none of toolgate's control files.
+fn vet_opened(fd: &OwnedFd, shown: &str, writes: bool) -> Result<(), ToolError> {
     let st = nix::sys::stat::fstat(fd).map_err(|e| ToolError::failed(format!("{shown}: {e}")))?;
     let kind = st.st_mode & nix::libc::S_IFMT;
     if kind != nix::libc::S_IFREG && kind != nix::libc::S_IFDIR {
@@ -145,9 +155,10 @@ fn vet_opened(fd: &OwnedFd, shown: &str) -> Result<(), ToolError> {
             "{shown} is {what}; the file tools open only regular files and directories"
         )));
     }
-    if kind == nix::libc::S_IFREG && st.st_nlink > 1 {
+    let reads_allowed = !writes && HARDLINK_READS.load(std::sync::atomic::Ordering::Relaxed);
+    if kind == nix::libc::S_IFREG && st.st_nlink > 1 && !reads_allowed {
         return Err(ToolError::failed(format!(
-            "{shown} has {} hard links; the file tools refuse files with more than one, since another link may lie outside the workspace",
+            "{shown} has {} hard links; the file tools refuse files with more than one, since another link may lie outside the workspace ([files] hardlink_reads = true allows reading them)",
             st.st_nlink
         )));
     }
