@@ -60,6 +60,10 @@ pub fn check_analysis(analysis: &Analysis, line: &str, place: &Place) -> Option<
     if let Some(why) = fork_bomb(line) {
         return Some(why);
     }
+    if analysis.unparsed {
+        // What cannot be parsed cannot be checked, and bash may run part of it anyway.
+        return Some("toolgate's shell parser cannot read this line (or a script in it), so nothing in it can be checked; write it in plainer shell".into());
+    }
     if !analysis.recursive_functions.is_empty() && line.contains(['&', '|']) {
         return Some(format!(
             "it is a fork bomb (the function {} calls itself in the background)",

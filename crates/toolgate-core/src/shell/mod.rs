@@ -92,6 +92,8 @@ pub struct Analysis {
     pub writes: Vec<Write>,
     /// Functions that call themselves (a fork bomb's shape).
     pub recursive_functions: Vec<String>,
+    /// The line, or a script inside it, could not be parsed: what it runs is not known.
+    pub unparsed: bool,
 }
 
 /// How deep substitutions and inline scripts inside each other are followed.
@@ -166,18 +168,17 @@ impl Walker {
             self.dynamic("it nests scripts and substitutions too deeply to check".into());
             return;
         }
-        let mut parser = brush_parser::Parser::new(line.as_bytes(), &self.options);
-        match parser.parse_program() {
-            Ok(program) => {
+        match parse_program(line, &self.options) {
+            Some(program) => {
                 for complete in &program.complete_commands {
                     self.list(complete, depth);
                 }
             }
-            Err(_) => {
+            None => {
+                // bash may still run parts of what this parser cannot read: fail closed.
+                self.out.unparsed = true;
                 self.opaque("it cannot be parsed as a shell command line");
-                if depth > 0 {
-                    self.dynamic("a script it runs cannot be parsed".into());
-                }
+                self.dynamic("it cannot be parsed, so what it runs is not known in advance".into());
             }
         }
     }
@@ -567,7 +568,8 @@ impl Walker {
                 ..Expanded::default()
             };
         }
-        match brush_parser::word::parse(&w.value, &self.options) {
+        let parsed = std::panic::catch_unwind(|| brush_parser::word::parse(&w.value, &self.options)).ok();
+        match parsed.and_then(Result::ok).ok_or(()) {
             Ok(pieces) => {
                 let mut out = Expanded::default();
                 self.pieces(pieces, &mut out, false, depth);
@@ -642,8 +644,7 @@ impl Walker {
             return;
         }
         let opaque = self.out.opaque.clone();
-        let mut parser = brush_parser::Parser::new(text.as_bytes(), &self.options);
-        if let Ok(program) = parser.parse_program() {
+        if let Some(program) = parse_program(text, &self.options) {
             for complete in &program.complete_commands {
                 self.list(complete, depth + 1);
             }
@@ -668,6 +669,36 @@ impl Walker {
             }
         }
     }
+}
+
+/// A whole line parsed, or `None` when it cannot be. The parser panics on some input (a
+/// redirection's descriptor number too large for an `i32`, found by fuzzing): such a line is
+/// refused before it reaches the parser, and any other panic is caught, so hostile text is
+/// unparseable, never a crash.
+fn parse_program(text: &str, options: &ParserOptions) -> Option<brush_parser::ast::Program> {
+    if oversized_descriptor(text) {
+        return None;
+    }
+    std::panic::catch_unwind(|| brush_parser::Parser::new(text.as_bytes(), options).parse_program())
+        .ok()
+        .and_then(Result::ok)
+}
+
+/// A run of ten or more digits right before `<` or `>`: a descriptor number no `i32` holds.
+fn oversized_descriptor(text: &str) -> bool {
+    let bytes = text.as_bytes();
+    let mut run = 0usize;
+    for &b in bytes {
+        if b.is_ascii_digit() {
+            run += 1;
+        } else {
+            if run >= 10 && (b == b'<' || b == b'>') {
+                return true;
+            }
+            run = 0;
+        }
+    }
+    false
 }
 
 /// The variable a plain `$x` / `${x}` names; `None` for anything more (defaults, indirection…).

@@ -171,3 +171,17 @@ fn options_that_run_programs_are_seen() {
     }
     assert!(!analyze("git log -p").programs[0].runs_code);
 }
+
+#[test]
+fn text_that_panics_the_parser_is_unparseable_not_a_crash() {
+    // Found by the `shell` fuzz target: brush-parser unwraps a descriptor number into an i32.
+    for line in [
+        "enrr  f\u{3}i 88888888888888<>rm ",
+        "cat 99999999999>x",
+        "ls 2147483648>&1",
+    ] {
+        let a = analyze(line);
+        assert!(a.opaque.is_some(), "{line:?}");
+    }
+    assert_eq!(analyze("ls 2>&1").opaque, None);
+}
