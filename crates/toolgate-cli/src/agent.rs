@@ -180,12 +180,16 @@ fn report(run: &AgentRun, json: bool, ui: &Ui) -> ExitCode {
             let _ = writeln!(out, "{}", text.trim_end());
             let _ = out.flush();
         }
-        if !run.status.is_success() {
+        if run.answered() && !run.status.is_success() {
+            // The answer above was made at the iteration limit: said, not an error.
+            let detail = run.detail.as_deref().unwrap_or_default();
+            ui.line(&format!("{} {detail}", style("■").dim()));
+        } else if !run.status.is_success() {
             let detail = run.detail.as_deref().map(|d| format!(": {d}")).unwrap_or_default();
             ui.line(&format!("{} run ended: {}{detail}", style("■").yellow(), run.status));
         }
     }
-    if run.status.is_success() {
+    if run.answered() {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(1)

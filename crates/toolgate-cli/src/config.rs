@@ -40,6 +40,9 @@ pub struct Config {
     /// `[principals.NAME]`: the gateway's rules for one client principal (`--client
     /// NAME=TOKEN`), checked before every other layer.
     pub principals: std::collections::BTreeMap<String, Permissions>,
+    /// `[tools.NAME]`: category, `max_per_turn`, timeout, budget and loop exemption of one tool
+    /// (a built-in, or an upstream server's `SERVER__tool`).
+    pub tools: std::collections::BTreeMap<String, toolgate_core::config::ToolSettings>,
 }
 
 /// `[agent]`.
@@ -272,6 +275,8 @@ pub struct Loaded {
     /// Rules naming one tool of a configured MCP server, with where each is written: checked
     /// once the servers have connected.
     pub mcp_rules: Vec<(String, String)>,
+    /// `[engine] loop_threshold` was set (else each face has its own default).
+    pub loop_threshold_set: bool,
 }
 
 /// Loads and merges the configuration: the user file, the workspace's project file (in full when
@@ -337,6 +342,10 @@ pub fn load(explicit: Option<&Path>, workspace: &Path, subject_of: SubjectOf<'_>
         merge(&mut merged, read_file(path, known)?);
     }
     apply_env(&mut merged, std::env::vars())?;
+    let loop_threshold_set = merged
+        .get("engine")
+        .and_then(toml::Value::as_table)
+        .is_some_and(|e| e.contains_key("loop_threshold"));
     let config: Config = toml::Value::Table(merged)
         .try_into()
         .map_err(|e: toml::de::Error| anyhow!("invalid configuration: {}", one_line(&e.to_string())))?;
@@ -348,6 +357,7 @@ pub fn load(explicit: Option<&Path>, workspace: &Path, subject_of: SubjectOf<'_>
         config,
         untrusted_project,
         mcp_rules: known.deferred.take(),
+        loop_threshold_set,
     })
 }
 
@@ -392,6 +402,7 @@ fn ignored_parts(table: &toml::Table, permissions: &Permissions) -> Vec<&'static
         ("shell", "shell settings"),
         ("files", "file settings"),
         ("principals", "principal rules"),
+        ("tools", "tool settings"),
         ("agent", "agent settings"),
     ] {
         if table.contains_key(section) {

@@ -7,7 +7,7 @@
 use async_trait::async_trait;
 use regex::Regex;
 use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::Value;
 use std::process::Stdio;
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -263,9 +263,7 @@ impl Hook for CommandHook {
             return PostHookOutput::default();
         }
         let withhold = |reason: String| PostHookOutput {
-            replacement: Some(
-                json!({"error": {"type": "hook_denied", "message": format!("A hook withheld this result: {reason}")}}),
-            ),
+            block: Some(reason),
             ..PostHookOutput::default()
         };
         match self.run(event).await {
@@ -281,9 +279,12 @@ impl Hook for CommandHook {
                     stop: (out.get("continue") == Some(&Value::Bool(false)))
                         .then(|| text(out.get("stopReason")).unwrap_or_else(|| "a hook stopped the run".into())),
                     additional_context: text(specific.and_then(|s| s.get("additionalContext"))),
+                    block: None,
                 };
-                if text(out.get("decision")).as_deref() == Some("block") && result.replacement.is_none() {
-                    result.replacement = withhold(text(out.get("reason")).unwrap_or_default()).replacement;
+                if text(out.get("decision")).as_deref() == Some("block") {
+                    result.block = Some(
+                        text(out.get("reason")).unwrap_or_else(|| format!("the hook {:?} blocked it", self.command)),
+                    );
                 }
                 result
             }

@@ -189,6 +189,7 @@ async fn run(cli: Cli) -> Result<ExitCode> {
         config,
         untrusted_project,
         mcp_rules,
+        loop_threshold_set,
     } = config::load(cli.config.as_deref(), &workspace, &default_subject)?;
     // toolgate's own files are out of every tool's reach: the user configuration, the trust
     // records and the default store (the data directory), a --config file, and hook programs.
@@ -237,6 +238,16 @@ async fn run(cli: Cli) -> Result<ExitCode> {
         engine_config.deliberate_retain_turns = turns;
     }
     engine_config.audit_arguments = config.audit.store_arguments;
+    engine_config.tools = config.tools.clone();
+    // The loop detector protects a model from itself: on for the agent and `exec`, off for the
+    // gateway, whose clients are programs too (a client polling a tool is not a loop), unless
+    // `[engine] loop_threshold` says otherwise.
+    if matches!(cli.command, Command::Serve(_)) && !loop_threshold_set {
+        engine_config.loop_threshold = 0;
+    }
+    engine_config
+        .check()
+        .map_err(|e| anyhow!("invalid configuration: {e}"))?;
     let store = match &cli.command {
         Command::Tools { .. } | Command::Trust { .. } => None,
         _ => Some(open_store(cli.store.as_deref(), &config, &engine_config).await?),
@@ -489,38 +500,13 @@ async fn audit(args: &AuditArgs, session: Option<&str>, store: &dyn Store) -> Re
     let mut out = std::io::stdout().lock();
     if args.json {
         for row in &rows {
-            serde_json::to_writer(&mut out, &row_json(row))?;
+            serde_json::to_writer(&mut out, &toolgate_core::audit::row_json(row))?;
             writeln!(out)?;
         }
     } else {
         write_table(&mut out, &rows)?;
     }
     Ok(ExitCode::SUCCESS)
-}
-
-fn row_json(r: &JournalRow) -> Value {
-    json!({
-        "started_at": r.started_at.map(time::rfc3339),
-        "finished_at": r.finished_at.map(time::rfc3339),
-        "session_id": r.session_id,
-        "call_id": r.call_id,
-        "turn_id": r.turn_id,
-        "tool": r.tool,
-        "outcome": r.state,
-        "error_type": r.error_type,
-        "decision": r.decision,
-        "source": r.source,
-        "hooks": r.hooks,
-        "arguments_hash": format!("{:016x}", r.arguments_hash),
-        "arguments": r.arguments,
-        "repaired": r.repaired,
-        "raw": r.raw,
-        "cache_hit": r.cache_hit,
-        "attempts": r.attempts,
-        "waiting_ms": r.waiting_ms,
-        "running_ms": r.running_ms,
-        "may_have_run": r.may_have_run,
-    })
 }
 
 fn write_table(out: &mut impl Write, rows: &[JournalRow]) -> Result<()> {

@@ -202,7 +202,10 @@ fn the_quickstart_uses_the_file_tools_and_writes_after_approval() {
         .iter()
         .find(|e| e["event"] == "verdict" && e["tool"] == "write_file")
         .unwrap();
-    assert_eq!(verdict["source"], "user_approved", "write_file is asked, then approved");
+    assert_eq!(
+        verdict["source"], "auto_approved",
+        "write_file is asked, and --yes approves it without a person"
+    );
     assert_eq!(
         std::fs::read_to_string(ws.path().join("TODO.md")).unwrap(),
         "# TODO\n\n- [ ] buy milk\n- [ ] call the plumber\n- [ ] renew passport\n"

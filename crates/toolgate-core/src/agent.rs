@@ -215,6 +215,14 @@ pub struct AgentRun {
     pub detail: Option<String>,
 }
 
+impl AgentRun {
+    /// Whether the run gave the user an answer: a final answer, a terminal tool, or the answer
+    /// made without tools at the iteration limit (`final_answer_on_limit`).
+    pub fn answered(&self) -> bool {
+        self.status.is_success() || (matches!(self.status, AgentStatus::MaxIterations { .. }) && self.text.is_some())
+    }
+}
+
 /// Builds the model a tool's override names (`provider:model` or a model name).
 pub trait ModelRouter: Send + Sync {
     /// The model for `name`; `None` asks the current model under that model name.
@@ -297,11 +305,15 @@ impl Agent {
         loop {
             if iteration >= max {
                 let status = AgentStatus::MaxIterations { limit: max };
-                let detail = Some(format!("reached max_iterations = {max} without a final answer"));
                 if self.config.final_answer_on_limit {
                     let text = self.final_answer(iteration + 1).await;
+                    let detail = Some(match text {
+                        Some(_) => format!("reached max_iterations = {max}; the answer was made without tools"),
+                        None => format!("reached max_iterations = {max}; the last call, without tools, gave no answer"),
+                    });
                     return finish(status, iteration + 1, text, detail);
                 }
+                let detail = Some(format!("reached max_iterations = {max} without a final answer"));
                 return finish(status, iteration, None, detail);
             }
             iteration += 1;

@@ -75,7 +75,7 @@ impl Engine {
             ..call.clone()
         };
         let tool = entry.tool();
-        let spec = tool.spec();
+        let spec = entry.spec();
         let vetted = tool.vet(&session.workspace, &args);
         let decision = {
             let grants = session.grants.read().unwrap_or_else(|p| p.into_inner());

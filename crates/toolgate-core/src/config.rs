@@ -35,7 +35,7 @@ pub struct EngineConfig {
     pub budget_bytes: usize,
     /// `report` or `abort`.
     pub malformed: MalformedPolicy,
-    /// The Nth consecutive identical batch is not run.
+    /// The Nth consecutive identical batch is not run (0: the detector is off).
     pub loop_threshold: u32,
     /// Tools whose batches neither count for nor reset the loop detector.
     pub loop_exempt: Vec<String>,
@@ -59,6 +59,43 @@ pub struct EngineConfig {
     pub deliberate_retain_turns: u32,
     /// Keep the (redacted) arguments in the journal; off keeps only their hash.
     pub audit_arguments: bool,
+    /// Per-tool settings (`[tools.NAME]` in `toolgate.toml`, outside `[engine]`).
+    #[serde(skip)]
+    pub tools: std::collections::BTreeMap<String, ToolSettings>,
+}
+
+/// `[tools.NAME]`: settings over one tool's own spec (a built-in or an upstream `SERVER__tool`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ToolSettings {
+    /// `standard`, `terminal` (ends the turn after it runs) or `dangerous` (capped per turn).
+    pub category: Option<crate::tool::Category>,
+    /// Calls allowed to run per turn.
+    pub max_per_turn: Option<u32>,
+    /// Per-attempt timeout, milliseconds (never above `[engine] timeout_ms`).
+    pub timeout_ms: Option<u64>,
+    /// Truncation budget, bytes of serialised JSON.
+    pub budget_bytes: Option<usize>,
+    /// The loop detector neither counts nor resets on this tool's batches.
+    pub loop_exempt: bool,
+}
+
+impl ToolSettings {
+    /// Sets what these settings name over `spec`.
+    pub fn apply(&self, spec: &mut crate::tool::ToolSpec) {
+        if let Some(c) = self.category {
+            spec.category = c;
+        }
+        if let Some(n) = self.max_per_turn {
+            spec.max_per_turn = Some(n);
+        }
+        if let Some(ms) = self.timeout_ms {
+            spec.timeout = Some(Duration::from_millis(ms));
+        }
+        if let Some(b) = self.budget_bytes {
+            spec.budget = Some(b);
+        }
+    }
 }
 
 impl Default for EngineConfig {
@@ -84,6 +121,7 @@ impl Default for EngineConfig {
             features: Vec::new(),
             deliberate_retain_turns: 2,
             audit_arguments: true,
+            tools: std::collections::BTreeMap::new(),
         }
     }
 }
@@ -107,8 +145,20 @@ impl EngineConfig {
         if self.max_parallel == 0 {
             return Err("engine.max_parallel must be at least 1".into());
         }
-        if self.loop_threshold < 2 {
-            return Err("engine.loop_threshold must be at least 2".into());
+        if self.loop_threshold == 1 {
+            return Err("engine.loop_threshold must be at least 2 (or 0 to switch the detector off)".into());
+        }
+        for (name, t) in &self.tools {
+            if t.timeout_ms == Some(0) || t.budget_bytes == Some(0) {
+                return Err(format!(
+                    "tools.{name}: timeout_ms and budget_bytes must be greater than 0"
+                ));
+            }
+            if t.category == Some(crate::tool::Category::Background) {
+                return Err(format!(
+                    "tools.{name}: category \"background\" cannot be set by configuration"
+                ));
+            }
         }
         Ok(())
     }

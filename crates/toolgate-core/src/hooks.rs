@@ -65,6 +65,9 @@ pub struct PreHookOutput {
 pub struct PostHookOutput {
     /// A replacement for the result.
     pub replacement: Option<Value>,
+    /// Withhold the result (Claude Code's `decision: "block"`, exit code 2): the call becomes a
+    /// `hook_denied` refusal with this reason.
+    pub block: Option<String>,
     /// Stop the run, with this message.
     pub stop: Option<String>,
     /// Text added to what the model sees.
@@ -104,6 +107,8 @@ pub struct PreMerged {
 pub struct PostMerged {
     /// The result after every replacement, in order.
     pub replacement: Option<Value>,
+    /// The first hook's reason for withholding the result.
+    pub block: Option<String>,
     /// The first stop message.
     pub stop: Option<String>,
     /// Every context, in order.
@@ -150,6 +155,9 @@ pub async fn run_post(hooks: &[std::sync::Arc<dyn Hook>], event: &HookEvent) -> 
         }
         if merged.stop.is_none() {
             merged.stop = out.stop;
+        }
+        if merged.block.is_none() {
+            merged.block = out.block;
         }
         merged.additional_context.extend(out.additional_context);
     }

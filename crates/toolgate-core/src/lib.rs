@@ -44,6 +44,7 @@
 //! ```
 
 pub mod agent;
+pub mod audit;
 pub mod cache;
 pub mod check;
 pub mod config;

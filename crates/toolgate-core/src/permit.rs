@@ -45,6 +45,10 @@ pub enum Source {
     ContextCanceled,
     /// The tool's own refusal before permission (the catastrophic list, confinement).
     BuiltinDeny,
+    /// Nobody answered the ask within `approval_timeout` (not a person's "no").
+    ApprovalTimeout,
+    /// A standing policy approved the ask (`--yes`), not a person.
+    AutoApproved,
 }
 
 impl Source {
@@ -71,6 +75,8 @@ impl Source {
             Self::NonInteractiveDeny => "non_interactive_deny",
             Self::ContextCanceled => "context_canceled",
             Self::BuiltinDeny => "builtin_deny",
+            Self::ApprovalTimeout => "approval_timeout",
+            Self::AutoApproved => "auto_approved",
         }
     }
 }
@@ -273,6 +279,8 @@ impl ApprovalRequest {
 pub enum Answer {
     /// Run this call.
     ApproveOnce,
+    /// Run this call: approved by a standing policy (`--yes`), nobody was asked.
+    AutoApprove,
     /// Run calls like this for the rest of the session.
     ApproveSession,
     /// Run this tool for the rest of the session.
@@ -299,7 +307,7 @@ pub struct ApproveAll;
 #[async_trait]
 impl Approver for ApproveAll {
     async fn approve(&self, _: &ApprovalRequest) -> Answer {
-        Answer::ApproveOnce
+        Answer::AutoApprove
     }
 }
 

@@ -1,6 +1,7 @@
 //! The registry: names to tools, provider-safe names, "did you mean" suggestions.
 
-use crate::tool::Tool;
+use crate::config::ToolSettings;
+use crate::tool::{Tool, ToolSpec};
 use crate::types::ToolName;
 use crate::validate::CompiledSchema;
 use std::collections::{BTreeMap, HashMap};
@@ -12,6 +13,8 @@ pub const MAX_PROVIDER_NAME: usize = 64;
 /// One registered tool with what the engine precomputes for it.
 pub struct Entry {
     tool: Arc<dyn Tool>,
+    /// The tool's spec with the configuration's `[tools.NAME]` settings applied.
+    spec: ToolSpec,
     name: ToolName,
     provider_name: String,
     compiled: OnceLock<Result<Arc<CompiledSchema>, String>>,
@@ -22,6 +25,10 @@ impl Entry {
     /// The tool.
     pub fn tool(&self) -> &Arc<dyn Tool> {
         &self.tool
+    }
+    /// The spec the engine applies: the tool's own, with `[tools.NAME]` settings over it.
+    pub fn spec(&self) -> &ToolSpec {
+        &self.spec
     }
     /// The registered name.
     pub fn name(&self) -> &ToolName {
@@ -63,6 +70,17 @@ impl Registry {
         Self::default()
     }
 
+    /// Applies per-tool settings (`[tools.NAME]`) over the tools' own specs; a setting for a
+    /// tool that is not registered waits for one that is (upstream tools come and go).
+    pub fn configure(&mut self, settings: &BTreeMap<String, ToolSettings>) {
+        for (name, set) in settings {
+            if let Some(entry) = self.tools.get_mut(name.as_str()) {
+                entry.spec = entry.tool.spec().clone();
+                set.apply(&mut entry.spec);
+            }
+        }
+    }
+
     /// Registers a tool; a tool of the same name is replaced.
     pub fn register(&mut self, tool: Arc<dyn Tool>) {
         let name = ToolName::new(tool.name());
@@ -74,6 +92,7 @@ impl Registry {
         self.tools.insert(
             name.clone(),
             Entry {
+                spec: tool.spec().clone(),
                 tool,
                 name,
                 provider_name,

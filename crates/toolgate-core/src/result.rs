@@ -181,7 +181,7 @@ pub fn truncate(value: &Value, budget: usize, handle: Option<&str>) -> Truncatio
     let need = original_bytes - budget;
     if string_savings(&long, STRING_FLOOR, &marks) >= need {
         let keep = largest_keep(&long, STRING_FLOOR, need, &marks);
-        if let Some(v) = fitting(value, keep, usize::MAX, budget, &marks) {
+        if let Some(v) = fitting(value, keep, usize::MAX, budget, &marks, long.len()) {
             return done(v);
         }
     }
@@ -207,7 +207,9 @@ pub fn truncate(value: &Value, budget: usize, handle: Option<&str>) -> Truncatio
     let shortened = apply(value, STRING_FLOOR, items, &marks);
     let mut size = json_size(&shortened);
     if size <= budget {
-        return done(shortened);
+        // Dropped elements leave room: the kept strings grow back into it.
+        let strings = long.len();
+        return done(fitting(value, STRING_FLOOR, items, budget, &marks, strings).unwrap_or(shortened));
     }
     // 3. Cut strings further, down to nothing but the marker.
     let mut long = Vec::new();
@@ -218,7 +220,7 @@ pub fn truncate(value: &Value, budget: usize, handle: Option<&str>) -> Truncatio
     } else {
         0
     };
-    if let Some(v) = fitting(&shortened, keep, usize::MAX, budget, &marks) {
+    if let Some(v) = fitting(&shortened, keep, usize::MAX, budget, &marks, long.len()) {
         return done(v);
     }
     let cut = apply(&shortened, 0, usize::MAX, &marks);
@@ -230,20 +232,39 @@ pub fn truncate(value: &Value, budget: usize, handle: Option<&str>) -> Truncatio
     done(envelope(value, original_bytes, budget, handle))
 }
 
-/// Builds the cut value; when escapes made it larger than estimated, keeps less and tries again.
-fn fitting(value: &Value, mut keep: usize, items: usize, budget: usize, marks: &Marks) -> Option<Value> {
-    for _ in 0..6 {
+/// Builds the cut value from the estimated keep-length, then corrects the estimate both ways:
+/// over the budget keeps less, far under it keeps more (the escape density of the kept head and
+/// tail differs from the string's average), so the result uses the budget, not a sliver of it.
+fn fitting(value: &Value, keep: usize, items: usize, budget: usize, marks: &Marks, strings: usize) -> Option<Value> {
+    let strings = strings.max(1);
+    let (mut fits, mut over) = (None::<(usize, Value)>, usize::MAX);
+    let mut keep = keep;
+    for _ in 0..8 {
         let v = apply(value, keep, items, marks);
         let size = json_size(&v);
-        if size <= budget {
-            return Some(v);
+        let next = if size <= budget {
+            let slack = budget - size;
+            fits = Some((keep, v));
+            if slack <= budget / 64 {
+                break;
+            }
+            keep.saturating_add(slack / strings).min(over.saturating_sub(1))
+        } else {
+            over = keep;
+            // Each raw byte kept costs at least one byte, so cutting the excess lands at or
+            // under; between a keep that fits and one that does not, halve the gap.
+            match &fits {
+                Some((low, _)) => (keep.saturating_sub(size - budget)).max(low + (keep - low) / 2),
+                None => keep.saturating_sub(size - budget),
+            }
+        };
+        let settled = fits.as_ref().map_or(0, |(k, _)| *k);
+        if next == keep || (fits.is_some() && next <= settled) || next >= over {
+            break;
         }
-        if keep == 0 {
-            return None;
-        }
-        keep = keep.saturating_sub((size - budget).max(keep / 4));
+        keep = next;
     }
-    None
+    fits.map(|(_, v)| v)
 }
 
 struct Marks {
@@ -268,14 +289,32 @@ impl Marks {
     }
 }
 
-/// The compact JSON size of `v`, collecting the lengths of strings longer than `longer_than`.
-fn measure(v: &Value, longer_than: usize, long: &mut Vec<usize>) -> usize {
+/// A long string: its length, and its length escaped (what it costs in the budget).
+#[derive(Clone, Copy)]
+struct Long {
+    len: usize,
+    escaped: usize,
+}
+
+impl Long {
+    /// The escaped bytes of `keep` raw bytes of it, at the string's own escape density.
+    fn kept(self, keep: usize) -> usize {
+        if self.len == 0 {
+            return 0;
+        }
+        ((keep.min(self.len) as u128 * self.escaped as u128).div_ceil(self.len as u128)) as usize
+    }
+}
+
+/// The compact JSON size of `v`, collecting the strings longer than `longer_than`.
+fn measure(v: &Value, longer_than: usize, long: &mut Vec<Long>) -> usize {
     match v {
         Value::String(s) => {
+            let escaped = escaped_len(s);
             if s.len() > longer_than {
-                long.push(s.len());
+                long.push(Long { len: s.len(), escaped });
             }
-            escaped_len(s) + 2
+            escaped + 2
         }
         Value::Array(a) => {
             2 + a.len().saturating_sub(1) + a.iter().map(|x| measure(x, longer_than, long)).sum::<usize>()
@@ -290,16 +329,18 @@ fn measure(v: &Value, longer_than: usize, long: &mut Vec<usize>) -> usize {
     }
 }
 
-/// Bytes saved by cutting every long string to `keep` bytes plus a marker.
-fn string_savings(lens: &[usize], keep: usize, marks: &Marks) -> usize {
+/// Bytes saved (escaped, as the budget counts them) by cutting every long string to `keep`
+/// bytes plus a marker. Escape-heavy text (newlines, quotes) saves more per byte cut.
+fn string_savings(lens: &[Long], keep: usize, marks: &Marks) -> usize {
     lens.iter()
-        .map(|&n| n.saturating_sub(keep + marks.string_marker_len(n)))
+        .filter(|l| l.len > keep + marks.string_marker_len(l.len))
+        .map(|&l| l.escaped.saturating_sub(l.kept(keep) + marks.string_marker_len(l.len)))
         .sum()
 }
 
 /// The largest keep-length (at least `floor`) whose savings cover `need`.
-fn largest_keep(lens: &[usize], floor: usize, need: usize, marks: &Marks) -> usize {
-    let (mut lo, mut hi) = (floor, lens.iter().copied().max().unwrap_or(floor).max(floor));
+fn largest_keep(lens: &[Long], floor: usize, need: usize, marks: &Marks) -> usize {
+    let (mut lo, mut hi) = (floor, lens.iter().map(|l| l.len).max().unwrap_or(floor).max(floor));
     while lo < hi {
         let mid = lo + (hi - lo).div_ceil(2);
         if string_savings(lens, mid, marks) >= need {
@@ -401,10 +442,11 @@ fn size_tree(v: &Value, keep: usize, marks: &Marks) -> (usize, Option<SizeNode>)
     match v {
         Value::String(s) => {
             let marker = marks.string_marker_len(s.len());
+            let escaped = escaped_len(s);
             let size = if s.len() > keep + marker {
-                keep + marker + 2
+                Long { len: s.len(), escaped }.kept(keep) + marker + 2
             } else {
-                escaped_len(s) + 2
+                escaped + 2
             };
             (size, None)
         }

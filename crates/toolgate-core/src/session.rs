@@ -87,7 +87,13 @@ impl Session {
             stop: AtomicBool::new(false),
             loop_detector: Mutex::new(LoopDetector::new(
                 config.loop_threshold,
-                config.loop_exempt.iter().cloned(),
+                config.loop_exempt.iter().cloned().chain(
+                    config
+                        .tools
+                        .iter()
+                        .filter(|(_, t)| t.loop_exempt)
+                        .map(|(name, _)| name.clone()),
+                ),
             )),
             consecutive_errors: AtomicU32::new(0),
             retained: Mutex::new(std::collections::HashMap::new()),

@@ -162,6 +162,11 @@ pub struct ToolSpec {
     pub model_override: Option<String>,
     /// A feature flag that must be on for the tool to be exposed.
     pub feature: Option<String>,
+    /// The tool keeps to [`ToolContext::timeout`] itself and reports what happened (exec_shell
+    /// kills its process tree and returns the output so far); the engine's own timeout is then a
+    /// backstop a few seconds later.
+    #[serde(default)]
+    pub stops_itself: bool,
 }
 
 impl ToolSpec {
@@ -241,6 +246,9 @@ pub struct ToolContext {
     /// The session's store: full results behind `read_result` handles, memory records, and
     /// whatever else a tool keeps per session or principal.
     pub store: Arc<dyn crate::store::Store>,
+    /// How long this attempt may run: the smaller of the tool's configured timeout and the
+    /// engine's, never beyond the deadline. A per-call limit the model asks for is held under it.
+    pub timeout: std::time::Duration,
 }
 
 impl ToolContext {
@@ -256,6 +264,7 @@ impl ToolContext {
             principal: Principal::new("local"),
             progress: ProgressSink::default(),
             store: Arc::new(crate::store::MemoryStore::new()),
+            timeout: std::time::Duration::from_secs(300),
         }
     }
 }
@@ -269,6 +278,10 @@ pub struct ToolOutput {
     pub end_turn: bool,
     /// Ask for the turn to be re-run with this context; nothing is recorded for the call.
     pub restart: Option<Value>,
+    /// The tool ran but its work did not succeed (a command's non-zero exit, its own timeout):
+    /// the model still sees `content`, with its provider's error flag, and the call is recorded
+    /// as this error type (`execution_failed`, `timeout`). Never cached.
+    pub failure: Option<crate::error::ErrorKind>,
 }
 
 impl ToolOutput {
@@ -278,7 +291,14 @@ impl ToolOutput {
             content,
             end_turn: false,
             restart: None,
+            failure: None,
         }
+    }
+
+    /// The same content, recorded as an unsuccessful call of this kind.
+    pub fn failed(mut self, kind: crate::error::ErrorKind) -> Self {
+        self.failure = Some(kind);
+        self
     }
 
     /// A text result.

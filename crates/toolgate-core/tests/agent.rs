@@ -181,6 +181,7 @@ async fn max_iterations_ends_the_run_and_names_the_limit() {
     let mut a = agent(&h, model.clone(), config);
     let run = a.run("loop").await;
     assert_eq!(run.status, AgentStatus::MaxIterations { limit: 3 });
+    assert!(!run.answered());
     assert_eq!(run.status.to_string(), "max_iterations (3)");
     assert!(run.detail.unwrap().contains("max_iterations = 3"));
     assert_eq!(model.requests().len(), 3);
@@ -214,6 +215,11 @@ async fn final_answer_on_limit_makes_one_last_call_without_tools() {
     let run = a.run("loop").await;
     assert_eq!(run.status, AgentStatus::MaxIterations { limit: 2 });
     assert_eq!(run.text.as_deref(), Some("Here is what I found."));
+    assert!(
+        run.answered(),
+        "an answer made at the limit is an answer (the CLI exits 0)"
+    );
+    assert!(!run.detail.as_deref().unwrap().contains("without a final answer"));
     let requests = model.requests();
     assert_eq!(requests.len(), 3);
     assert!(requests[1].has_tools());

@@ -67,7 +67,7 @@ async fn yes_approves_once_and_yolo_allows() {
             TurnOptions::default(),
         )
         .await;
-    assert_eq!(verdicts(drain(&mut h.events)), [("allow", "user_approved")]);
+    assert_eq!(verdicts(drain(&mut h.events)), [("allow", "auto_approved")]);
     let mut h = harness_with(
         vec![echo("change", writer())],
         EngineConfig::default(),

@@ -168,3 +168,94 @@ fn the_engine_never_panics_and_answers_every_call_once() {
         })
         .unwrap();
 }
+
+/// Text whose escaped size is far from its length: newlines, quotes, backslashes, control
+/// characters and multi-byte characters, in runs.
+fn escape_heavy() -> impl Strategy<Value = String> {
+    let piece = prop_oneof![
+        Just("\n".to_owned()),
+        Just("\"quoted\"".to_owned()),
+        Just("\\".to_owned()),
+        Just("\u{1}\u{7}".to_owned()),
+        Just("é€😀".to_owned()),
+        "[a-z0-9 ]{1,30}",
+        "[0-9]{1,6}\n",
+    ];
+    prop::collection::vec(piece, 200..3000).prop_map(|v| v.concat())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 96, ..ProptestConfig::default() })]
+
+    /// The lower bound: a cut result uses the budget, not a sliver of it (a multi-line stdout once
+    /// kept 307 bytes of 65,536).
+    #[test]
+    fn a_cut_string_keeps_close_to_the_budget(text in escape_heavy(), budget in 1024usize..16384) {
+        let value = json!({"exit_code": 0, "stdout": text, "stderr": "warning: last line"});
+        let t = truncate(&value, budget, Some("r1"));
+        let size = t.value.to_string().len();
+        prop_assert!(size <= budget, "{} > {}", size, budget);
+        if t.truncated {
+            prop_assert!(size >= budget - budget / 20 - 64, "kept {} of {}", size, budget);
+            prop_assert_eq!(&t.value["stderr"], "warning: last line");
+        }
+    }
+
+    #[test]
+    fn a_cut_array_keeps_close_to_the_budget(items in prop::collection::vec(escape_heavy(), 2..6), budget in 2048usize..16384) {
+        let value = json!({"lines": items, "status": "ok"});
+        let t = truncate(&value, budget, None);
+        let size = t.value.to_string().len();
+        prop_assert!(size <= budget, "{} > {}", size, budget);
+        if t.truncated {
+            let kept: Vec<usize> = t.value["lines"].as_array().map(|a| a.iter().map(|x| x.to_string().len()).collect()).unwrap_or_default();
+            let orig: Vec<(usize, usize)> = value["lines"].as_array().map(|a| a.iter().map(|x| (x.as_str().map_or(0, str::len), x.to_string().len())).collect()).unwrap_or_default();
+            prop_assert!(size >= budget - budget / 20 - 128, "kept {} of {}: {:?} from {:?}", size, budget, kept, orig);
+            prop_assert_eq!(&t.value["status"], "ok");
+        }
+    }
+
+    #[test]
+    fn cut_nested_values_keep_close_to_the_budget(
+        a in escape_heavy(),
+        b in escape_heavy(),
+        short in prop::collection::vec("[a-z\n\"]{0,40}", 0..400),
+        budget in 2048usize..16384,
+    ) {
+        let value = json!({"outer": {"a": a, "inner": {"b": b, "list": short}}, "n": 7});
+        let t = truncate(&value, budget, Some("r2"));
+        let size = t.value.to_string().len();
+        prop_assert!(size <= budget, "{} > {}", size, budget);
+        if t.truncated {
+            prop_assert!(t.value.get("_truncated_json").is_none(), "structure kept");
+            prop_assert!(size >= budget - budget / 10 - 256, "kept {} of {}", size, budget);
+            prop_assert_eq!(&t.value["n"], 7);
+        }
+    }
+}
+
+/// The cases that were reported: `seq 1 100000`, a 1 MB log and a 600 KB JSON document, each cut
+/// to the default 65,536-byte budget.
+#[test]
+fn reported_multi_line_results_keep_most_of_the_budget() {
+    let seq: String = (1..=100_000).map(|n| format!("{n}\n")).collect();
+    let log: String = (0..20_000)
+        .map(|n| {
+            format!(
+                "2026-11-24T10:00:{:02} INFO request {n} path=\"/a/b\" took 3ms\n",
+                n % 60
+            )
+        })
+        .collect();
+    let doc = serde_json::to_string_pretty(&json!({
+        "items": (0..6_000).map(|n| json!({"id": n, "name": format!("item \"{n}\""), "tags": ["a", "b"]})).collect::<Vec<_>>()
+    }))
+    .unwrap();
+    for (what, text) in [("seq", seq), ("log", log), ("json", doc)] {
+        let value = json!({"exit_code": 0, "stdout": text, "stderr": ""});
+        let t = truncate(&value, 65_536, Some("r1"));
+        let size = t.value.to_string().len();
+        assert!(size <= 65_536, "{what}: {size}");
+        assert!(size >= 62_000, "{what}: kept only {size} of 65,536 bytes");
+    }
+}

@@ -7,6 +7,7 @@
 //! gateway cannot approve itself. A refused request gets its status and an empty body.
 
 use crate::approve::{AnswerError, Queue};
+use crate::hub::ServerState;
 use crate::metrics::Metrics;
 use crate::server::Gateway;
 use axum::Router;
@@ -20,7 +21,7 @@ use rmcp::transport::streamable_http_server::session::local::LocalSessionManager
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 use serde::Deserialize;
 use serde_json::{Value, json};
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -436,48 +437,51 @@ async fn audit(
     };
     match app.store.journal_list(&filter).await {
         Ok(rows) => {
-            let rows: Vec<Value> = rows
-                .iter()
-                .map(|r| millis(serde_json::to_value(r).unwrap_or(Value::Null)))
-                .collect();
+            let rows: Vec<Value> = rows.iter().map(toolgate_core::audit::row_json).collect();
             json_response(StatusCode::OK, &json!({"rows": rows}))
         }
         Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
     }
 }
 
-/// Times as Unix milliseconds instead of serde's `{secs_since_epoch, nanos_since_epoch}`.
-fn millis(value: Value) -> Value {
-    match value {
-        Value::Object(map) if map.contains_key("secs_since_epoch") && map.len() == 2 => {
-            let secs = map.get("secs_since_epoch").and_then(Value::as_u64).unwrap_or(0);
-            let nanos = map.get("nanos_since_epoch").and_then(Value::as_u64).unwrap_or(0);
-            json!(secs * 1000 + nanos / 1_000_000)
-        }
-        Value::Object(map) => Value::Object(map.into_iter().map(|(k, v)| (k, millis(v))).collect()),
-        other => other,
-    }
-}
-
+/// Each part's state, and 503 when this replica cannot serve (its store does not answer, an
+/// upstream server is still starting, or no tool is left because every upstream failed), so a
+/// load balancer can act; 200 `degraded` while some upstream is down but tools remain.
 async fn health(State(app): State<Arc<App>>) -> Response {
-    let servers: HashMap<String, Value> = app
-        .gateway
-        .hub
-        .as_ref()
-        .map(|h| {
-            h.servers()
-                .into_iter()
-                .map(|(k, v)| (k, serde_json::to_value(v).unwrap_or(Value::Null)))
-                .collect()
-        })
-        .unwrap_or_default();
+    let servers: BTreeMap<String, ServerState> = app.gateway.hub.as_ref().map(|h| h.servers()).unwrap_or_default();
+    let probe = SessionId::new("toolgate/healthz");
+    let call = toolgate_core::types::CallId::new("healthz");
+    let store = match tokio::time::timeout(Duration::from_secs(2), app.store.journal_contains(&probe, &call)).await {
+        Ok(Ok(_)) => json!({"state": "ok"}),
+        Ok(Err(e)) => json!({"state": "failed", "reason": e.to_string()}),
+        Err(_) => json!({"state": "failed", "reason": "the store did not answer within 2 s"}),
+    };
+    let tools = app.gateway.engine.registry().len();
+    let failed = servers
+        .values()
+        .filter(|s| matches!(s, ServerState::Failed { .. }))
+        .count();
+    let starting = servers.values().any(|s| matches!(s, ServerState::Starting));
+    let status = if store["state"] != "ok" || tools == 0 && failed > 0 {
+        "unavailable"
+    } else if starting {
+        "starting"
+    } else if failed > 0 {
+        "degraded"
+    } else {
+        "ok"
+    };
+    let code = match status {
+        "ok" | "degraded" => StatusCode::OK,
+        _ => StatusCode::SERVICE_UNAVAILABLE,
+    };
     let now = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_millis())
         .unwrap_or(0);
     json_response(
-        StatusCode::OK,
-        &json!({"status": "ok", "tools": app.gateway.engine.registry().len(), "servers": servers, "time_ms": now as u64}),
+        code,
+        &json!({"status": status, "store": store, "tools": tools, "servers": servers, "time_ms": now as u64}),
     )
 }
 

@@ -364,8 +364,24 @@ async fn the_rest_face_executes_lists_audits_and_reports() {
         .unwrap();
     let rows = audit["rows"].as_array().unwrap();
     assert_eq!(rows.len(), 2, "{audit}");
-    let health: Value = http.get(gw.url("/healthz")).send().await.unwrap().json().await.unwrap();
+    // One row schema for every audit face: the CLI's `audit --json` keys, the hash as a string.
+    let schema = toolgate_core::audit::row_json(&toolgate_core::store::JournalRow::default());
+    let keys = |v: &Value| v.as_object().unwrap().keys().cloned().collect::<Vec<_>>();
+    assert_eq!(keys(&rows[0]), keys(&schema));
+    assert_eq!(rows[0]["arguments_hash"].as_str().map(str::len), Some(16), "{audit}");
+    assert!(
+        rows[0]["started_at"].as_str().is_some_and(|t| t.ends_with('Z')),
+        "{audit}"
+    );
+    let health = http.get(gw.url("/healthz")).send().await.unwrap();
+    assert_eq!(health.status(), 200);
+    let health: Value = health.json().await.unwrap();
     assert_eq!(health["servers"]["fx"]["state"], "ready", "{health}");
+    assert_eq!(
+        (health["status"].as_str(), health["store"]["state"].as_str()),
+        (Some("ok"), Some("ok")),
+        "{health}"
+    );
     let metrics = http.get(gw.url("/metrics")).send().await.unwrap().text().await.unwrap();
     assert!(
         metrics.contains("toolgate_calls_total{tool=\"fx__echo\",outcome=\"success\"} 1"),
@@ -570,4 +586,64 @@ async fn asks_go_to_the_client_by_elicitation_when_configured() {
     assert_eq!(body["error"]["source"], "non_interactive_deny", "{body}");
     let _ = plain.cancel().await;
     gw.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn healthz_answers_503_when_the_gateway_cannot_serve() {
+    let engine = Arc::new(toolgate_core::Engine::new(
+        toolgate_core::Registry::new(),
+        EngineConfig::default(),
+    ));
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let mut down = stdio("normal");
+    down.command = Some("/nonexistent/toolgate-upstream".into());
+    let hub = hub(&engine, vec![("down", down)], store.clone()).await;
+    let factory: toolgate_mcp::SessionFactory = Arc::new(SessionOptions::default);
+    let queue = Queue::new(store.clone());
+    let gateway = Gateway::new(engine, Some(hub.clone()), factory, Via::Queue, Some(queue.clone()));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let options = HttpOptions {
+        listen: addr,
+        client_token: None,
+        approver_token: APPROVER.into(),
+        clients: vec![],
+        allowed_hosts: vec![],
+        allowed_origins: vec![],
+        max_body: 64 * 1024,
+    };
+    let shutdown = tokio_util::sync::CancellationToken::new();
+    let app = toolgate_mcp::http::router(
+        gateway,
+        store,
+        queue,
+        Arc::new(Metrics::default()),
+        options,
+        shutdown.clone(),
+    );
+    let stop = shutdown.clone();
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app)
+            .with_graceful_shutdown(async move { stop.cancelled().await })
+            .await;
+    });
+    let r = reqwest::get(format!("http://127.0.0.1:{}/healthz", addr.port()))
+        .await
+        .unwrap();
+    assert_eq!(
+        r.status(),
+        503,
+        "no tool can be served: a load balancer must take this replica out"
+    );
+    let health: Value = r.json().await.unwrap();
+    assert_eq!(health["status"], "unavailable", "{health}");
+    assert_eq!(health["servers"]["down"]["state"], "failed", "{health}");
+    assert!(
+        health["servers"]["down"]["reason"]
+            .as_str()
+            .is_some_and(|r| !r.is_empty()),
+        "{health}"
+    );
+    shutdown.cancel();
+    hub.shutdown(Duration::from_secs(5)).await;
 }

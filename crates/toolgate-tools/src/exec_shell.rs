@@ -23,6 +23,7 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncRead, AsyncReadExt};
 use toolgate_core::ToolError;
+use toolgate_core::error::ErrorKind;
 use toolgate_core::tool::{Annotations, PermissionSubject, ToolContext, ToolOutput, ToolSpec, TypedTool, Vetted};
 
 /// `exec_shell` settings (`[shell]` in the configuration).
@@ -338,8 +339,9 @@ impl TypedTool for ExecShell {
     fn spec(&self) -> ToolSpec {
         ToolSpec {
             subject: PermissionSubject::Command("command".into()),
-            // The tool enforces its own timeout and kills the tree; the engine's is a backstop.
-            timeout: Some(self.config.max_timeout + self.config.kill_grace + Duration::from_secs(5)),
+            // The tool keeps to the engine's limit itself (it kills the tree and reports the output
+            // so far); the engine's own timeout is a backstop.
+            stops_itself: true,
             ..ToolSpec::with_annotations(Annotations {
                 read_only: false,
                 destructive: true,
@@ -376,10 +378,12 @@ impl TypedTool for ExecShell {
         let cwd = working_dir(&ctx.workspace, args.cwd.as_deref())?;
         let sandbox = crate::sandbox::prepare(self.config.sandbox, &ctx.workspace, self.config.network)
             .map_err(ToolError::failed)?;
+        // One rule: the call's own timeout ≤ [shell] timeout/max ≤ the engine's limit for this attempt.
         let timeout = args
             .timeout_ms
             .map_or(self.config.timeout, Duration::from_millis)
-            .min(self.config.max_timeout);
+            .min(self.config.max_timeout)
+            .min(ctx.timeout);
 
         let mut command = tokio::process::Command::new("bash");
         command
@@ -498,6 +502,14 @@ impl TypedTool for ExecShell {
         if let Some(report) = sandbox.report() {
             result["sandbox"] = serde_json::to_value(report).unwrap_or_default();
         }
-        Ok(ToolOutput::json(result))
+        // The model sees the output either way; the call is recorded as what happened.
+        let output = ToolOutput::json(result);
+        Ok(if signal_sent.is_some() {
+            output.failed(ErrorKind::Timeout)
+        } else if status.is_none_or(|s| !s.success()) {
+            output.failed(ErrorKind::ExecutionFailed)
+        } else {
+            output
+        })
     }
 }

@@ -1,0 +1,143 @@
+//! Stages 3 and 4: which tool a call names, and whether it is exposed this turn (the allowlist,
+//! feature flags and the tool's own assembly for the turn). The same logic lists the tools the
+//! model is shown, so the schema it sees is the schema validated.
+
+use super::Engine;
+use super::turn::{TurnOptions, TurnState};
+use crate::cache;
+use crate::error::{CallError, ErrorKind};
+use crate::formats::{self, Format, ToolView};
+use crate::registry::{Entry, Registry};
+use crate::tool::{Assembly, TurnView};
+use crate::types::ToolName;
+use crate::validate::CompiledSchema;
+use serde_json::Value;
+use std::sync::Arc;
+
+/// A tool as exposed this turn.
+pub(crate) struct Exposed {
+    pub(crate) description: Option<String>,
+    pub(crate) compiled: Arc<CompiledSchema>,
+}
+
+impl Engine {
+    /// The schemas of the tools exposed this turn, in a provider's format, sorted by name: the
+    /// allowlist, feature flags and each tool's own assembly for this turn applied.
+    pub fn tool_list(&self, format: Format, options: &TurnOptions) -> Value {
+        let turn = TurnState::new(
+            TurnOptions {
+                format: options.format.or(Some(format)),
+                ..options.clone()
+            },
+            self.registry(),
+        );
+        let exposed: Vec<(&Entry, Exposed)> = turn
+            .registry
+            .entries()
+            .filter_map(|e| self.exposure(e, &turn).ok().map(|x| (e, x)))
+            .collect();
+        let views: Vec<ToolView<'_>> = exposed
+            .iter()
+            .map(|(e, x)| ToolView {
+                name: e.provider_name(),
+                description: x.description.as_deref().unwrap_or(e.tool().description()),
+                parameters: x.compiled.schema(),
+                output_schema: e.tool().output_schema(),
+                annotations: e.spec().annotations,
+            })
+            .collect();
+        formats::tool_list(format, &views)
+    }
+
+    /// Stage 3: the tool the call names, or `unknown_tool` with up to 3 close names among the
+    /// tools exposed this turn.
+    pub(crate) fn lookup<'t>(&self, turn: &'t TurnState, name: &ToolName) -> Result<&'t Entry, CallError> {
+        if let Some(entry) = turn.registry.get(name.as_str()) {
+            return Ok(entry);
+        }
+        let exposed = self.exposed_names(turn);
+        let suggestions = Registry::suggestions(name.as_str(), exposed.iter().map(String::as_str));
+        let mut message = format!("There is no tool named {:?}.", name.as_str());
+        if !suggestions.is_empty() {
+            let quoted: Vec<String> = suggestions.iter().map(|n| format!("{n:?}")).collect();
+            message.push_str(&format!(" Did you mean {}?", quoted.join(", ")));
+        }
+        Err(CallError::new(ErrorKind::UnknownTool, message).with("suggestions", suggestions))
+    }
+
+    /// Stage 4: the tool as exposed this turn, or `not_available` with the tools that are.
+    pub(crate) fn expose(&self, entry: &Entry, turn: &TurnState) -> Result<Exposed, CallError> {
+        self.exposure(entry, turn).map_err(|why| {
+            let allowed = self.exposed_names(turn);
+            CallError::new(
+                ErrorKind::NotAvailable,
+                format!(
+                    "The tool {:?} is not available this turn ({why}). Use one of: {}.",
+                    entry.provider_name(),
+                    allowed.join(", ")
+                ),
+            )
+            .with("allowed_tools", allowed)
+        })
+    }
+
+    /// Stage 4 for one tool: the allowlist, its feature flag, and its assembly for this turn.
+    pub(crate) fn exposure(&self, entry: &Entry, turn: &TurnState) -> Result<Exposed, String> {
+        if !turn.exposes(entry.name()) {
+            return Err("it is outside this turn's allowlist".into());
+        }
+        if let Some(flag) = &entry.spec().feature
+            && !self.config.features.contains(flag)
+        {
+            return Err(format!("the feature {flag:?} is off"));
+        }
+        let view = TurnView {
+            format: turn.format,
+            features: &self.config.features,
+            iteration: turn.iteration,
+            long_loop: turn.long_loop,
+        };
+        match entry.tool().assemble(&view) {
+            Assembly::Hidden(reason) => Err(reason),
+            Assembly::Unchanged => Ok(Exposed {
+                description: None,
+                compiled: entry.compiled()?,
+            }),
+            Assembly::Narrowed {
+                description,
+                parameters,
+            } => Ok(Exposed {
+                description,
+                compiled: match parameters {
+                    Some(schema) => self.compile_narrowed(&schema)?,
+                    None => entry.compiled()?,
+                },
+            }),
+        }
+    }
+
+    /// The provider-safe names of the tools exposed this turn, sorted.
+    fn exposed_names(&self, turn: &TurnState) -> Vec<String> {
+        turn.registry
+            .entries()
+            .filter(|e| self.exposure(e, turn).is_ok())
+            .map(|e| e.provider_name().to_owned())
+            .collect()
+    }
+
+    /// Narrowed schemas, compiled once and reused (keyed by their canonical JSON).
+    fn compile_narrowed(&self, schema: &Value) -> Result<Arc<CompiledSchema>, String> {
+        let mut key = String::new();
+        cache::canonical_json(schema, &mut key);
+        let mut compiled = self.narrowed.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(c) = compiled.get(&key) {
+            return Ok(c.clone());
+        }
+        let c = Arc::new(CompiledSchema::compile(schema)?);
+        if compiled.len() >= 1024 {
+            compiled.clear();
+        }
+        compiled.insert(key, c.clone());
+        Ok(c)
+    }
+}
