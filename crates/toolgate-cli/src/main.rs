@@ -381,7 +381,12 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             .load_grants()
             .await
             .map_err(|e| anyhow!("cannot load the session's grants: {e}"))?;
+        session
+            .load_guards()
+            .await
+            .map_err(|e| anyhow!("cannot load the session's loop detector and error count: {e}"))?;
     }
+    let named = cli.session.is_some();
     let code = match cli.command {
         Command::Tools { format } => {
             let list = engine.tool_list(format, &TurnOptions::default());
@@ -400,6 +405,10 @@ async fn run(cli: Cli) -> Result<ExitCode> {
         },
         Command::Trust { .. } | Command::Audit(_) | Command::Serve(_) => Ok(ExitCode::SUCCESS),
     };
+    // A named session's guards are its state: the next `exec --session` takes up from here.
+    if named && let Err(e) = session.save_guards().await {
+        eprintln!("toolgate: warning: the session's loop detector and error count were not kept: {e}");
+    }
     if let Some(hub) = &hub {
         hub.shutdown(std::time::Duration::from_secs(5)).await;
     }

@@ -276,3 +276,174 @@ fn an_invalid_matcher_is_a_configuration_error_naming_the_line() {
         "{stderr}"
     );
 }
+
+fn audit(ws: &Ws, config: &Path, extra: &[&str]) -> Vec<Value> {
+    let out = Command::cargo_bin("toolgate")
+        .unwrap()
+        .arg("--workspace")
+        .arg(ws.path())
+        .arg("--config")
+        .arg(config)
+        .args(["audit", "--json"])
+        .args(extra)
+        .env("XDG_CONFIG_HOME", xdg_dir(ws.path(), "config"))
+        .env("XDG_DATA_HOME", xdg_dir(ws.path(), "data"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// A post hook's block is a refusal everywhere: the exit code, the provider's error flag, the
+/// journal (it once exited 0 and journalled `success`).
+#[test]
+fn a_post_hook_block_is_a_refusal_in_the_exit_code_the_flag_and_the_journal() {
+    let ws = Ws::new();
+    for (name, body) in [
+        (
+            "block-json.sh",
+            r#"echo '{"decision": "block", "reason": "contains a secret"}'"#,
+        ),
+        ("block-exit.sh", "echo 'contains a secret' >&2; exit 2"),
+    ] {
+        let hook = ws.script(name, body);
+        let config = ws.config(&format!("[[hooks.post_tool_use]]\ncommand = {hook:?}\n"));
+        let (code, v) = ws.call(&config, &[], "read_file", read_a());
+        assert_eq!(code, Some(1), "{name}: {v}");
+        assert_eq!(v["error"]["type"], "hook_denied", "{name}");
+        assert!(v["error"]["message"].as_str().unwrap().contains("contains a secret"));
+        assert!(!v.to_string().contains("file a"), "{name}: the result is withheld");
+        let rows = audit(&ws, &config, &["--outcome", "hook_denied"]);
+        assert!(!rows.is_empty(), "{name}: audit --outcome hook_denied finds it");
+        assert_eq!(rows[0]["outcome"], "error");
+        // Anthropic's tool_result carries is_error.
+        let answer = json!({"role": "assistant", "content": [
+            {"type": "tool_use", "id": "toolu_1", "name": "read_file", "input": {"path": "a.txt"}}
+        ]});
+        let out = Command::cargo_bin("toolgate")
+            .unwrap()
+            .arg("--workspace")
+            .arg(ws.path())
+            .arg("--config")
+            .arg(&config)
+            .args(["exec", "--format", "anthropic"])
+            .env("XDG_CONFIG_HOME", xdg_dir(ws.path(), "config"))
+            .env("XDG_DATA_HOME", xdg_dir(ws.path(), "data"))
+            .write_stdin(answer.to_string())
+            .output()
+            .unwrap();
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(v["messages"][1]["content"][0]["is_error"], true, "{name}: {v}");
+    }
+}
+
+/// A command that fails or times out is an unsuccessful call, and the journal says which.
+#[test]
+fn a_failed_or_timed_out_shell_command_is_not_a_success() {
+    let ws = Ws::new();
+    let config = ws.config("[engine]\ntimeout_ms = 1500\n");
+    let (code, v) = ws.call(
+        &config,
+        &["--yes"],
+        "exec_shell",
+        json!({"command": "echo out; echo err >&2; exit 3"}),
+    );
+    assert_eq!(code, Some(1), "{v}");
+    assert_eq!(
+        (v["exit_code"].as_i64(), v["stdout"].as_str()),
+        (Some(3), Some("out\n")),
+        "the model still sees the output"
+    );
+    // [engine] timeout_ms bounds exec_shell, whatever the call asks for.
+    let (code, v) = ws.call(
+        &config,
+        &["--yes"],
+        "exec_shell",
+        json!({"command": "sleep 30", "timeout_ms": 60000}),
+    );
+    assert_eq!(code, Some(1), "{v}");
+    assert_eq!(v["timed_out"], true, "{v}");
+    assert_eq!(v["timeout_ms"], 1500, "{v}");
+    let failed = audit(&ws, &config, &["--outcome", "execution_failed"]);
+    assert_eq!(failed.len(), 1, "{failed:?}");
+    assert_eq!(failed[0]["outcome"], "error");
+    let timed_out = audit(&ws, &config, &["--outcome", "timeout"]);
+    assert_eq!(
+        timed_out.len(),
+        1,
+        "audit --outcome timeout finds the killed command: {timed_out:?}"
+    );
+    assert_eq!(audit(&ws, &config, &["--outcome", "success"]).len(), 0);
+    assert_eq!(failed[0]["source"], "auto_approved", "--yes is not a person's approval");
+}
+
+/// `[tools.NAME]` makes a tool dangerous (capped per turn) or terminal.
+#[test]
+fn tool_settings_make_a_tool_dangerous_or_terminal() {
+    let ws = Ws::new();
+    let config =
+        ws.config("[tools.write_file]\ncategory = \"dangerous\"\n\n[tools.read_file]\ncategory = \"terminal\"\n");
+    let answer = json!({"role": "assistant", "tool_calls": [
+        {"id": "a", "type": "function", "function": {"name": "write_file", "arguments": "{\"path\": \"one.txt\", \"content\": \"1\"}"}},
+        {"id": "b", "type": "function", "function": {"name": "write_file", "arguments": "{\"path\": \"two.txt\", \"content\": \"2\"}"}},
+        {"id": "c", "type": "function", "function": {"name": "read_file", "arguments": "{\"path\": \"a.txt\"}"}}
+    ]});
+    let out = Command::cargo_bin("toolgate")
+        .unwrap()
+        .arg("--workspace")
+        .arg(ws.path())
+        .arg("--config")
+        .arg(&config)
+        .args(["--yes", "exec"])
+        .env("XDG_CONFIG_HOME", xdg_dir(ws.path(), "config"))
+        .env("XDG_DATA_HOME", xdg_dir(ws.path(), "data"))
+        .write_stdin(answer.to_string())
+        .output()
+        .unwrap();
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["status"], "end_turn", "{v}");
+    assert!(ws.path().join("one.txt").exists());
+    assert!(!ws.path().join("two.txt").exists(), "dangerous: one run per turn");
+    assert!(
+        v["messages"][2]["content"].as_str().unwrap().contains("rate_limited"),
+        "{v}"
+    );
+    let bad = ws.config("[tools.read_file]\ncategory = \"sometimes\"\n");
+    let (code, _) = (
+        Command::cargo_bin("toolgate")
+            .unwrap()
+            .arg("--workspace")
+            .arg(ws.path())
+            .arg("--config")
+            .arg(&bad)
+            .args(["tools"])
+            .env("XDG_CONFIG_HOME", xdg_dir(ws.path(), "config"))
+            .output()
+            .unwrap()
+            .status
+            .code(),
+        (),
+    );
+    assert_eq!(code, Some(2), "an unknown category is a configuration error");
+}
+
+/// The tool's own refusal comes before any ask: an escaping redirect under an ask rule is refused
+/// without an approval (it was once put to the approver, and refused only after a yes).
+#[test]
+fn a_tool_s_own_refusal_is_never_put_to_the_approver() {
+    let ws = Ws::new();
+    let outside = tempfile::tempdir().unwrap();
+    let target = outside.path().join("escaped.txt");
+    let config = ws.config("[permissions]\nask = [\"exec_shell\"]\n");
+    std::os::unix::fs::symlink(outside.path(), ws.path().join("link")).unwrap();
+    let command = "echo x > link/escaped.txt";
+    let (code, v) = ws.call(&config, &["--yes"], "exec_shell", json!({ "command": command }));
+    assert_eq!(code, Some(1), "{v}");
+    assert_eq!(v["error"]["source"], "builtin_deny", "{v}");
+    assert!(!target.exists());
+    let rows = audit(&ws, &config, &[]);
+    assert_eq!(rows[0]["source"], "builtin_deny", "no approval was recorded: {rows:?}");
+}

@@ -25,6 +25,17 @@ impl LoopDetector {
         }
     }
 
+    /// What the detector has seen: the last batch's signature and how many times in a row.
+    pub fn state(&self) -> (Option<u64>, u32) {
+        (self.last, self.count)
+    }
+
+    /// Takes up where a detector of the same session left off (another process or replica).
+    pub fn restore(&mut self, last: Option<u64>, count: u32) {
+        self.last = last;
+        self.count = count.min(self.threshold.saturating_sub(1));
+    }
+
     /// Records a batch of (tool, arguments); true when this batch is the Nth identical one (it
     /// must not run). The detector resets after tripping.
     pub fn observe<'a>(&mut self, batch: impl IntoIterator<Item = (&'a str, &'a Value)>) -> bool {

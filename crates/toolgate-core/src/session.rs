@@ -154,6 +154,45 @@ impl Session {
         Ok(n)
     }
 
+    /// Takes up the guards' state a named session left in the store (the loop detector and the
+    /// consecutive-error count), so they act across requests, processes and replicas.
+    pub async fn load_guards(&self) -> Result<(), StoreError> {
+        let Some(state) = self.store.cache_get(&self.guards_key()).await? else {
+            return Ok(());
+        };
+        let number = |k: &str| state.get(k).and_then(serde_json::Value::as_u64);
+        let last = state
+            .get("loop_last")
+            .and_then(serde_json::Value::as_str)
+            .and_then(|h| u64::from_str_radix(h, 16).ok());
+        let count = number("loop_count").unwrap_or(0).min(u64::from(u32::MAX)) as u32;
+        self.loop_detector
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .restore(last, count);
+        let errors = number("consecutive_errors").unwrap_or(0).min(u64::from(u32::MAX)) as u32;
+        self.consecutive_errors
+            .store(errors, std::sync::atomic::Ordering::SeqCst);
+        Ok(())
+    }
+
+    /// Keeps the guards' state in the store for the session's next request (kept a day).
+    pub async fn save_guards(&self) -> Result<(), StoreError> {
+        let (last, count) = self.loop_detector.lock().unwrap_or_else(|p| p.into_inner()).state();
+        let state = serde_json::json!({
+            "loop_last": last.map(|h| format!("{h:016x}")),
+            "loop_count": count,
+            "consecutive_errors": self.consecutive_errors.load(std::sync::atomic::Ordering::SeqCst),
+        });
+        self.store
+            .cache_put(&self.guards_key(), &state, std::time::Duration::from_secs(86_400))
+            .await
+    }
+
+    fn guards_key(&self) -> String {
+        format!("toolgate/session-guards/{}", self.id)
+    }
+
     /// The session's store.
     pub fn store(&self) -> &Arc<dyn Store> {
         &self.store

@@ -414,3 +414,46 @@ async fn tool_settings_set_category_cap_timeout_and_budget() {
         "a tool's timeout never exceeds the engine's"
     );
 }
+
+#[tokio::test]
+async fn a_named_session_s_error_count_survives_into_its_next_process() {
+    let config = EngineConfig {
+        max_consecutive_errors: 3,
+        ..EngineConfig::default()
+    };
+    let mut registry = Registry::new();
+    registry.register(echo("read", read_only()));
+    let engine = Arc::new(toolgate_core::Engine::new(registry, config));
+    let store: Arc<dyn toolgate_core::store::Store> = Arc::new(toolgate_core::store::MemoryStore::new());
+    let open = || {
+        Arc::new(Session::new(
+            engine.config(),
+            SessionOptions {
+                id: Some(toolgate_core::SessionId::new("named")),
+                store: Some(store.clone()),
+                ..SessionOptions::default()
+            },
+        ))
+    };
+    let first = open();
+    for (id, args) in [("e1", r#"{"n": 1}"#), ("e2", r#"{"n": 2}"#)] {
+        engine
+            .run_turn(&first, &openai_answer(&[(id, "nope", args)]), TurnOptions::default())
+            .await;
+    }
+    first.save_guards().await.unwrap();
+    let second = open();
+    second.load_guards().await.unwrap();
+    let turn = engine
+        .run_turn(
+            &second,
+            &openai_answer(&[("e3", "nope", r#"{"n": 3}"#)]),
+            TurnOptions::default(),
+        )
+        .await;
+    assert_eq!(
+        turn.status,
+        TurnStatus::Aborted(toolgate_core::AbortReason::ConsecutiveErrors),
+        "the third failure in a row of the session, across processes"
+    );
+}

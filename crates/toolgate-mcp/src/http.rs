@@ -373,6 +373,11 @@ async fn execute(
         .engine
         .run_turn(&session, &answer, TurnOptions::default())
         .await;
+    if session_id.is_some()
+        && let Err(e) = session.save_guards().await
+    {
+        tracing::warn!(error = %e, "could not keep the session's loop detector and error count");
+    }
     let shown = crate::server::unscoped(&principal, session.id().as_str()).to_owned();
     json_response(
         StatusCode::OK,

@@ -274,6 +274,9 @@ impl Gateway {
         if named && let Err(e) = session.load_grants().await {
             tracing::warn!(error = %e, "could not load the session's grants");
         }
+        if named && let Err(e) = session.load_guards().await {
+            tracing::warn!(error = %e, "could not load the session's loop detector and error count");
+        }
         session
     }
 
