@@ -138,17 +138,13 @@ async fn record_the_example_cassettes() {
             ex.name,
             String::from_utf8_lossy(&out.stderr)
         );
-        // Tool results carry timings and depend on the workspace: the demos match on the rest.
+        // Tool results are compared on replay (timings and the sandbox report normalised).
         let path = cassette(ex.name);
         // The local server's port changes every run: the recording names OpenAI's address.
         let text = std::fs::read_to_string(&path)
             .unwrap()
             .replace(&server.base, "https://api.openai.com");
-        let mut lines: Vec<String> = text.lines().map(str::to_owned).collect();
-        let mut header: Value = serde_json::from_str(&lines[0]).unwrap();
-        header["ignore_tool_results"] = json!(true);
-        lines[0] = header.to_string();
-        std::fs::write(&path, lines.join("\n") + "\n").unwrap();
+        std::fs::write(&path, text).unwrap();
     }
 }
 
@@ -212,11 +208,20 @@ fn the_quickstart_uses_the_file_tools_and_writes_after_approval() {
     );
 }
 
+/// A replay compares tool results: when the write is refused, the recorded "done" answer is not
+/// played back (it once printed "I turned the three notes into a checklist" and exited 0).
 #[test]
-fn without_a_terminal_the_quickstart_write_is_refused_and_the_replay_still_matches() {
+fn without_a_terminal_the_quickstart_write_is_refused_and_the_replay_stops_at_the_divergence() {
     let ws = demo_workspace();
     let (events, code, stderr) = replay("quickstart", ws.path(), false);
-    assert_eq!(code, Some(0), "{stderr}");
+    assert_eq!(code, Some(1), "{stderr}");
+    let finished = finished(&events);
+    assert_ne!(finished["status"], "final_answer", "{finished}");
+    assert!(finished["text"].as_str().is_none_or(|t| !t.contains("TODO.md")), "{finished}");
+    assert!(
+        finished.to_string().contains("diverged from the cassette") && finished.to_string().contains("permission_denied"),
+        "the divergence names the refused result: {finished}"
+    );
     let verdict = events
         .iter()
         .find(|e| e["event"] == "verdict" && e["tool"] == "write_file")

@@ -314,8 +314,67 @@ fn walk(v: &mut Value, ids: &mut HashMap<String, usize>, options: ReplayOptions)
         Value::Object(o) => {
             if options.ignore_tool_results {
                 blank_result(o);
+            } else {
+                steady_result(o);
             }
             o.values_mut().for_each(|i| walk(i, ids, options));
+        }
+        _ => {}
+    }
+}
+
+/// Fields of a tool result that differ from run to run, whatever the tool did: timings, and
+/// what the machine's sandbox could enforce.
+const RUN_DEPENDENT: &[&str] = &["duration_ms", "waiting_ms", "running_ms", "elapsed_ms"];
+const MACHINE_DEPENDENT: &[&str] = &["sandbox"];
+
+/// A tool result's text with its run-dependent fields normalised, so a replay compares what
+/// the tools did (a refused write, a failed command) and stops when it differs.
+fn steady_result(o: &mut Map<String, Value>) {
+    let role = o.get("role").and_then(Value::as_str).map(str::to_owned);
+    let kind = o.get("type").and_then(Value::as_str).map(str::to_owned);
+    let key = match (role.as_deref(), kind.as_deref()) {
+        (Some("tool"), _) | (_, Some("tool_result")) => "content",
+        (_, Some("function_call_output")) => "output",
+        _ => {
+            if let Some(Value::Object(fr)) = o.get_mut("functionResponse")
+                && let Some(response) = fr.get_mut("response")
+            {
+                steady_value(response);
+            }
+            return;
+        }
+    };
+    match o.get_mut(key) {
+        Some(Value::String(text)) => {
+            if let Ok(mut v) = serde_json::from_str::<Value>(text) {
+                steady_value(&mut v);
+                *text = v.to_string();
+            }
+        }
+        Some(other) => steady_value(other),
+        None => {}
+    }
+}
+
+fn steady_value(v: &mut Value) {
+    match v {
+        Value::Object(o) => {
+            o.retain(|k, _| !MACHINE_DEPENDENT.contains(&k.as_str()));
+            for (k, x) in o.iter_mut() {
+                if RUN_DEPENDENT.contains(&k.as_str()) {
+                    *x = json!("<run-dependent>");
+                } else {
+                    steady_value(x);
+                }
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(steady_value),
+        Value::String(text) if text.starts_with('{') => {
+            if let Ok(mut inner) = serde_json::from_str::<Value>(text) {
+                steady_value(&mut inner);
+                *text = inner.to_string();
+            }
         }
         _ => {}
     }
