@@ -217,9 +217,13 @@ fn without_a_terminal_the_quickstart_write_is_refused_and_the_replay_stops_at_th
     assert_eq!(code, Some(1), "{stderr}");
     let finished = finished(&events);
     assert_ne!(finished["status"], "final_answer", "{finished}");
-    assert!(finished["text"].as_str().is_none_or(|t| !t.contains("TODO.md")), "{finished}");
     assert!(
-        finished.to_string().contains("diverged from the cassette") && finished.to_string().contains("permission_denied"),
+        finished["text"].as_str().is_none_or(|t| !t.contains("TODO.md")),
+        "{finished}"
+    );
+    assert!(
+        finished.to_string().contains("diverged from the cassette")
+            && finished.to_string().contains("permission_denied"),
         "the divergence names the refused result: {finished}"
     );
     let verdict = events

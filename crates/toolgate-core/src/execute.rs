@@ -70,28 +70,7 @@ pub async fn execute(
     let mut attempts = 0;
     loop {
         attempts += 1;
-        let attempt_token = ctx.cancel.child_token();
-        let mut attempt_ctx = ctx.clone();
-        attempt_ctx.cancel = attempt_token.clone();
-        let now = Instant::now();
-        let attempt_end = (now + policy.timeout).min(deadline);
-        let limit = if attempt_end == deadline {
-            policy.deadline
-        } else {
-            policy.timeout
-        };
-        let outcome = tokio::select! {
-            biased;
-            _ = kill.cancelled() => {
-                attempt_token.cancel();
-                Err(ExecFailure::Killed)
-            }
-            r = tool.execute(&attempt_ctx, args.clone()) => r.map_err(ExecFailure::Failed),
-            _ = tokio::time::sleep_until(attempt_end) => {
-                attempt_token.cancel();
-                Err(ExecFailure::Timeout { limit })
-            }
-        };
+        let outcome = attempt(tool, ctx, args, policy, kill, deadline).await;
         // The attempt's future is dropped here; its token is cancelled on every failure path.
         let failure = match outcome {
             Ok(output) => {
@@ -117,15 +96,7 @@ pub async fn execute(
                 running: start.elapsed(),
             };
         }
-        let bound = policy.retry.bound(attempts + 1);
-        let jittered = Duration::from_millis(fastrand::u64(0..=bound.as_millis() as u64));
-        let delay = match &failure {
-            ExecFailure::Failed(ToolError::Retryable {
-                retry_after: Some(after),
-                ..
-            }) => *after,
-            _ => jittered,
-        };
+        let (delay, bound) = retry_delay(&policy, attempts, &failure);
         if Instant::now() + delay >= deadline {
             return ExecReport {
                 result: Err(failure),
@@ -153,4 +124,52 @@ pub async fn execute(
             _ = tokio::time::sleep(delay) => {}
         }
     }
+}
+
+/// One attempt within its limit (the attempt timeout, or what is left of the deadline), raced
+/// with a kill; the attempt's token is cancelled on every failure path.
+async fn attempt(
+    tool: &dyn Tool,
+    ctx: &ToolContext,
+    args: &Value,
+    policy: ExecPolicy,
+    kill: &CancellationToken,
+    deadline: Instant,
+) -> Result<ToolOutput, ExecFailure> {
+    let attempt_token = ctx.cancel.child_token();
+    let mut attempt_ctx = ctx.clone();
+    attempt_ctx.cancel = attempt_token.clone();
+    let attempt_end = (Instant::now() + policy.timeout).min(deadline);
+    let limit = if attempt_end == deadline {
+        policy.deadline
+    } else {
+        policy.timeout
+    };
+    tokio::select! {
+        biased;
+        _ = kill.cancelled() => {
+            attempt_token.cancel();
+            Err(ExecFailure::Killed)
+        }
+        r = tool.execute(&attempt_ctx, args.clone()) => r.map_err(ExecFailure::Failed),
+        _ = tokio::time::sleep_until(attempt_end) => {
+            attempt_token.cancel();
+            Err(ExecFailure::Timeout { limit })
+        }
+    }
+}
+
+/// The wait before the next attempt — the tool's `retry_after`, else full jitter under the
+/// exponential bound — and that bound.
+fn retry_delay(policy: &ExecPolicy, attempts: u32, failure: &ExecFailure) -> (Duration, Duration) {
+    let bound = policy.retry.bound(attempts + 1);
+    let jittered = Duration::from_millis(fastrand::u64(0..=bound.as_millis() as u64));
+    let delay = match failure {
+        ExecFailure::Failed(ToolError::Retryable {
+            retry_after: Some(after),
+            ..
+        }) => *after,
+        _ => jittered,
+    };
+    (delay, bound)
 }

@@ -325,3 +325,34 @@ fn audit_text(raw: &str) -> String {
     }
     format!("{}…[{} bytes cut]", &redacted[..end], redacted.len() - end)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn audit_text_is_cut_on_a_char_boundary_and_says_how_much() {
+        let raw = "é".repeat(AUDIT_BYTES);
+        let kept = audit_text(&raw);
+        assert!(kept.len() < raw.len());
+        assert!(
+            kept.ends_with(&format!("[{} bytes cut]", raw.len() - AUDIT_BYTES)),
+            "{}",
+            &kept[kept.len() - 40..]
+        );
+    }
+
+    #[test]
+    fn a_hook_note_keeps_both_stages() {
+        let mut f = Flight::new(
+            ToolCall::new("c1", "t", serde_json::Map::new()),
+            "t".into(),
+            Instant::now(),
+        );
+        f.note_hook("pre", serde_json::json!({"decision": "allow"}));
+        f.note_hook("post", serde_json::json!({"replaced": true}));
+        let hooks = f.hooks.unwrap();
+        assert_eq!(hooks["pre"]["decision"], "allow");
+        assert_eq!(hooks["post"]["replaced"], true);
+    }
+}

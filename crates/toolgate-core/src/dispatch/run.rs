@@ -214,3 +214,50 @@ fn cacheable(report: &ExecReport) -> Option<Value> {
         _ => None,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::EngineConfig;
+    use crate::registry::Registry;
+
+    fn engine(timeout_ms: u64, deadline_ms: u64) -> Engine {
+        Engine::new(
+            Registry::new(),
+            EngineConfig {
+                timeout_ms,
+                deadline_ms,
+                ..EngineConfig::default()
+            },
+        )
+    }
+
+    #[test]
+    fn a_tool_s_timeout_never_exceeds_the_engine_s_nor_the_deadline() {
+        let ms = Duration::from_millis;
+        let spec = |timeout: Option<u64>| ToolSpec {
+            timeout: timeout.map(ms),
+            ..ToolSpec::default()
+        };
+        let e = engine(1_000, 5_000);
+        assert_eq!(e.limits(&spec(None)).0, ms(1_000), "the engine's by default");
+        assert_eq!(e.limits(&spec(Some(300))).0, ms(300), "a lower tool setting wins");
+        assert_eq!(
+            e.limits(&spec(Some(60_000))).0,
+            ms(1_000),
+            "a higher one is held to the engine's"
+        );
+        assert_eq!(
+            engine(9_000, 2_000).limits(&spec(None)).0,
+            ms(2_000),
+            "never past the deadline"
+        );
+        let stops_itself = ToolSpec {
+            stops_itself: true,
+            ..spec(None)
+        };
+        let (told, policy) = e.limits(&stops_itself);
+        assert_eq!(told, ms(1_000), "the tool is told the limit");
+        assert!(policy.timeout > told, "the engine's own timeout is a backstop after it");
+    }
+}
