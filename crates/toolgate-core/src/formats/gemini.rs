@@ -162,37 +162,7 @@ fn convert(root: &Value, schema: &Value, depth: usize) -> Value {
     {
         out.insert("example".into(), first.clone());
     }
-    match src.get("type") {
-        Some(Value::String(t)) => {
-            out.insert("type".into(), json!(t));
-        }
-        Some(Value::Array(ts)) => {
-            let real: Vec<&Value> = ts.iter().filter(|t| t.as_str() != Some("null")).collect();
-            if real.len() < ts.len() {
-                out.insert("nullable".into(), Value::Bool(true));
-            }
-            match real.as_slice() {
-                [one] => {
-                    out.insert("type".into(), (*one).clone());
-                }
-                [] => {}
-                many => {
-                    let mut rest = src.clone();
-                    rest.remove("type");
-                    let any: Vec<Value> = many
-                        .iter()
-                        .map(|t| {
-                            let mut s = rest.clone();
-                            s.insert("type".into(), (*t).clone());
-                            convert(root, &Value::Object(s), depth + 1)
-                        })
-                        .collect();
-                    out.insert("anyOf".into(), Value::Array(any));
-                }
-            }
-        }
-        _ => {}
-    }
+    types(root, src, depth, &mut out);
     if let Some(c) = src.get("const") {
         if let Value::String(_) = c {
             out.insert("type".into(), json!("string"));
@@ -231,6 +201,48 @@ fn convert(root: &Value, schema: &Value, depth: usize) -> Value {
     if let Some(items) = src.get("items").filter(|i| i.is_object()) {
         out.insert("items".into(), convert(root, items, depth + 1));
     }
+    combinators(root, src, depth, &mut out);
+    Value::Object(out)
+}
+
+/// `type`: a single type, or a list — `null` in it becomes `nullable`, several real types `anyOf`.
+fn types(root: &Value, src: &Map<String, Value>, depth: usize, out: &mut Map<String, Value>) {
+    match src.get("type") {
+        Some(Value::String(t)) => {
+            out.insert("type".into(), json!(t));
+        }
+        Some(Value::Array(ts)) => {
+            let real: Vec<&Value> = ts.iter().filter(|t| t.as_str() != Some("null")).collect();
+            if real.len() < ts.len() {
+                out.insert("nullable".into(), Value::Bool(true));
+            }
+            match real.as_slice() {
+                [one] => {
+                    out.insert("type".into(), (*one).clone());
+                }
+                [] => {}
+                many => {
+                    let mut rest = src.clone();
+                    rest.remove("type");
+                    let any: Vec<Value> = many
+                        .iter()
+                        .map(|t| {
+                            let mut s = rest.clone();
+                            s.insert("type".into(), (*t).clone());
+                            convert(root, &Value::Object(s), depth + 1)
+                        })
+                        .collect();
+                    out.insert("anyOf".into(), Value::Array(any));
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+/// `anyOf`/`oneOf` (a null alternative becomes `nullable`, a single real one is inlined) and
+/// `allOf` (merged).
+fn combinators(root: &Value, src: &Map<String, Value>, depth: usize, out: &mut Map<String, Value>) {
     let any = src.get("anyOf").or_else(|| src.get("oneOf"));
     if let Some(Value::Array(subs)) = any {
         let (nulls, real): (Vec<&Value>, Vec<&Value>) = subs
@@ -266,7 +278,6 @@ fn convert(root: &Value, schema: &Value, depth: usize) -> Value {
             }
         }
     }
-    Value::Object(out)
 }
 
 #[cfg(test)]

@@ -120,6 +120,15 @@ fn joined(words: &[Expanded]) -> Expanded {
 /// What `name` (already reduced to its program name) runs, given all its words.
 pub fn inner<'a>(name: &str, words: &'a [Expanded]) -> Inner<'a> {
     let args = &words[1..];
+    match name {
+        "xargs" | "parallel" | "find" | "eval" | "trap" | "alias" | "source" | "." => runner(name, args),
+        "bash" | "sh" | "zsh" | "dash" | "ksh" | "mksh" | "ash" | "rbash" | "posh" | "fish" => shell(name, args),
+        _ => prefixed(name, args),
+    }
+}
+
+/// Wrappers that run the rest of their words after their own options (`sudo`, `env`, `nice`, …).
+fn prefixed<'a>(name: &str, args: &'a [Expanded]) -> Inner<'a> {
     let o = |with_value: &'static [&'static str]| Opts {
         with_value,
         numeric: false,
@@ -244,6 +253,17 @@ pub fn inner<'a>(name: &str, words: &'a [Expanded]) -> Inner<'a> {
         ),
         "nsenter" | "unshare" => rest(args, after_options(args, &o(&["-t", "--target", "-S", "-G"]))),
         "busybox" => rest(args, 0),
+        _ => Inner::None,
+    }
+}
+
+/// Programs that run commands given as text or arguments (`xargs`, `find -exec`, `eval`, …).
+fn runner<'a>(name: &str, args: &'a [Expanded]) -> Inner<'a> {
+    let o = |with_value: &'static [&'static str]| Opts {
+        with_value,
+        numeric: false,
+    };
+    match name {
         "xargs" => {
             let i = after_options(
                 args,
@@ -335,7 +355,6 @@ pub fn inner<'a>(name: &str, words: &'a [Expanded]) -> Inner<'a> {
             Some(file) => Inner::ScriptFile(file.clone()),
             None => Inner::None,
         },
-        "bash" | "sh" | "zsh" | "dash" | "ksh" | "mksh" | "ash" | "rbash" | "posh" | "fish" => shell(name, args),
         _ => Inner::None,
     }
 }

@@ -5,17 +5,20 @@
 //! what the model is sent is exactly what a provider expects, with one result per call id on
 //! every path — stops and kills included.
 
-use crate::dispatch::{AbortReason, Engine, Outcome, TurnOptions, TurnStatus};
+use crate::dispatch::{Engine, Outcome, TurnOptions, TurnStatus};
 use crate::events::Event;
 use crate::formats::{self, Answer, Format, RawArguments};
 use crate::session::Session;
 use async_trait::async_trait;
 use serde_json::Value;
 use std::collections::HashMap;
-use std::fmt;
 use std::sync::Arc;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
+
+mod status;
+use status::abort_status;
+pub use status::{AgentRun, AgentStatus};
 
 /// What the model is asked in one iteration.
 #[derive(Clone, Debug, PartialEq)]
@@ -144,85 +147,6 @@ impl Default for AgentConfig {
     }
 }
 
-/// How a run ended.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum AgentStatus {
-    /// The model answered with text alone.
-    FinalAnswer,
-    /// A terminal tool ended the turn.
-    EndTurn,
-    /// `max_iterations` model calls were made.
-    MaxIterations {
-        /// The limit.
-        limit: u32,
-    },
-    /// The same batch was repeated, or the same call kept returning the same output.
-    LoopDetected,
-    /// Too many calls failed in a row.
-    ConsecutiveErrors,
-    /// A post hook stopped the run.
-    PostHookStop,
-    /// A malformed call under `malformed = "abort"`.
-    MalformedCall,
-    /// A stop or kill.
-    StoppedByUser,
-    /// The model failed.
-    ModelError(ModelErrorKind),
-}
-
-impl AgentStatus {
-    /// The stable string.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::FinalAnswer => "final_answer",
-            Self::EndTurn => "end_turn",
-            Self::MaxIterations { .. } => "max_iterations",
-            Self::LoopDetected => "loop_detected",
-            Self::ConsecutiveErrors => "consecutive_errors",
-            Self::PostHookStop => "post_hook_stop",
-            Self::MalformedCall => "malformed_call",
-            Self::StoppedByUser => "stopped_by_user",
-            Self::ModelError(_) => "model_error",
-        }
-    }
-
-    /// Whether the run ended the way a run should (an answer or a terminal tool).
-    pub fn is_success(self) -> bool {
-        matches!(self, Self::FinalAnswer | Self::EndTurn)
-    }
-}
-
-impl fmt::Display for AgentStatus {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::MaxIterations { limit } => write!(f, "max_iterations ({limit})"),
-            Self::ModelError(kind) => write!(f, "model_error ({})", kind.as_str()),
-            other => f.write_str(other.as_str()),
-        }
-    }
-}
-
-/// What a run produced.
-#[derive(Clone, Debug)]
-pub struct AgentRun {
-    /// How it ended.
-    pub status: AgentStatus,
-    /// The final answer's text (also the answer made at the limit, when asked for).
-    pub text: Option<String>,
-    /// Model calls made.
-    pub iterations: u32,
-    /// Why it ended, when not with an answer (the model error, the post hook's message, …).
-    pub detail: Option<String>,
-}
-
-impl AgentRun {
-    /// Whether the run gave the user an answer: a final answer, a terminal tool, or the answer
-    /// made without tools at the iteration limit (`final_answer_on_limit`).
-    pub fn answered(&self) -> bool {
-        self.status.is_success() || (matches!(self.status, AgentStatus::MaxIterations { .. }) && self.text.is_some())
-    }
-}
-
 /// Builds the model a tool's override names (`provider:model` or a model name).
 pub trait ModelRouter: Send + Sync {
     /// The model for `name`; `None` asks the current model under that model name.
@@ -304,17 +228,13 @@ impl Agent {
         };
         loop {
             if iteration >= max {
-                let status = AgentStatus::MaxIterations { limit: max };
-                if self.config.final_answer_on_limit {
-                    let text = self.final_answer(iteration + 1).await;
-                    let detail = Some(match text {
-                        Some(_) => format!("reached max_iterations = {max}; the answer was made without tools"),
-                        None => format!("reached max_iterations = {max}; the last call, without tools, gave no answer"),
-                    });
-                    return finish(status, iteration + 1, text, detail);
-                }
-                let detail = Some(format!("reached max_iterations = {max} without a final answer"));
-                return finish(status, iteration, None, detail);
+                let (iterations, text, detail) = self.at_limit(max, iteration).await;
+                return finish(
+                    AgentStatus::MaxIterations { limit: max },
+                    iterations,
+                    text,
+                    Some(detail),
+                );
             }
             iteration += 1;
             let long_loop = self.config.warn_iterations > 0 && iteration >= self.config.warn_iterations;
@@ -330,42 +250,15 @@ impl Agent {
                 format: Some(format),
                 ..TurnOptions::default()
             };
-            let tools = self.engine.tool_list(format, &options);
-            let (model, model_name) = match self.model_for_turn(override_model.take()) {
-                Ok(m) => m,
-                Err(e) => {
-                    return finish(AgentStatus::ModelError(e.kind), iteration, None, Some(e.message));
-                }
-            };
-            let request = ModelRequest {
-                format,
-                system: self.config.system.clone(),
-                // The history is lent to the request and taken back: no copy per iteration.
-                messages: std::mem::take(&mut self.history),
-                tools,
-                model: model_name,
-                iteration,
-            };
-            let asked = self.ask(&model, &request).await;
-            self.history = request.messages;
-            let answer = match asked {
+            let answer = match self.ask_turn(format, &options, override_model.take()).await {
                 Ok(a) => a,
-                Err(e) if e.kind == ModelErrorKind::Canceled => {
-                    return finish(AgentStatus::StoppedByUser, iteration, None, Some(e.message));
-                }
-                Err(e) => return finish(AgentStatus::ModelError(e.kind), iteration, None, Some(e.message)),
+                Err((status, message)) => return finish(status, iteration, None, Some(message)),
             };
             let mut turn = self.engine.run_turn(&self.session, &answer, options).await;
             match turn.status {
                 TurnStatus::Restart => {
                     emit(Event::TurnRestarted { iteration });
-                    let context = turn.restart_context.unwrap_or(Value::Null);
-                    let text = match context {
-                        Value::String(s) => s,
-                        other => other.to_string(),
-                    };
-                    formats::push_user_text(format, &mut self.history, &format!("[CONTEXT]\n{text}"));
-                    self.emit_message_added();
+                    self.restart_with(format, turn.restart_context.take());
                     continue;
                 }
                 _ => self.history.append(&mut turn.messages),
@@ -374,14 +267,7 @@ impl Agent {
                 TurnStatus::FinalAnswer => return finish(AgentStatus::FinalAnswer, iteration, answer.text, None),
                 TurnStatus::EndTurn => return finish(AgentStatus::EndTurn, iteration, answer.text, None),
                 TurnStatus::Aborted(reason) => {
-                    let status = match reason {
-                        AbortReason::StoppedByUser => AgentStatus::StoppedByUser,
-                        AbortReason::MalformedCall => AgentStatus::MalformedCall,
-                        AbortReason::ConsecutiveErrors => AgentStatus::ConsecutiveErrors,
-                        AbortReason::LoopDetected => AgentStatus::LoopDetected,
-                        AbortReason::PostHookStop => AgentStatus::PostHookStop,
-                    };
-                    return finish(status, iteration, None, turn.stop_message.clone());
+                    return finish(abort_status(reason), iteration, None, turn.stop_message.clone());
                 }
                 TurnStatus::Continue | TurnStatus::Restart => {}
             }
@@ -394,6 +280,62 @@ impl Agent {
                 emit(Event::ModelOverride { model: m.clone() });
             }
         }
+    }
+
+    /// At `max_iterations`: one last call without tools when `final_answer_on_limit` asks for
+    /// it. Returns the model calls made, the answer, and what to say about the end.
+    async fn at_limit(&mut self, max: u32, iteration: u32) -> (u32, Option<String>, String) {
+        if !self.config.final_answer_on_limit {
+            return (
+                iteration,
+                None,
+                format!("reached max_iterations = {max} without a final answer"),
+            );
+        }
+        let text = self.final_answer(iteration + 1).await;
+        let detail = match text {
+            Some(_) => format!("reached max_iterations = {max}; the answer was made without tools"),
+            None => format!("reached max_iterations = {max}; the last call, without tools, gave no answer"),
+        };
+        (iteration + 1, text, detail)
+    }
+
+    /// One model call for this turn: the tools exposed, the model (or a tool's override), the
+    /// history lent to the request and taken back (no copy per iteration).
+    async fn ask_turn(
+        &mut self,
+        format: Format,
+        options: &TurnOptions,
+        override_model: Option<String>,
+    ) -> Result<Answer, (AgentStatus, String)> {
+        let tools = self.engine.tool_list(format, options);
+        let (model, model_name) = self
+            .model_for_turn(override_model)
+            .map_err(|e| (AgentStatus::ModelError(e.kind), e.message))?;
+        let request = ModelRequest {
+            format,
+            system: self.config.system.clone(),
+            messages: std::mem::take(&mut self.history),
+            tools,
+            model: model_name,
+            iteration: options.iteration,
+        };
+        let asked = self.ask(&model, &request).await;
+        self.history = request.messages;
+        asked.map_err(|e| match e.kind {
+            ModelErrorKind::Canceled => (AgentStatus::StoppedByUser, e.message),
+            kind => (AgentStatus::ModelError(kind), e.message),
+        })
+    }
+
+    /// A tool asked for the turn to be re-run: its context joins the history as user text.
+    fn restart_with(&mut self, format: Format, context: Option<Value>) {
+        let text = match context.unwrap_or(Value::Null) {
+            Value::String(s) => s,
+            other => other.to_string(),
+        };
+        formats::push_user_text(format, &mut self.history, &format!("[CONTEXT]\n{text}"));
+        self.emit_message_added();
     }
 
     fn emit_message_added(&self) {
