@@ -240,8 +240,8 @@ fn apply(v: &Value, keep: usize, items: usize, marks: &Marks) -> Value {
     }
 }
 
-/// Keeps about `keep` bytes — half from the head, half from the tail, on UTF-8 boundaries.
-fn cut_string(s: &str, keep: usize, marks: &Marks) -> String {
+/// Where a string cut to `keep` bytes ends its head and starts its tail, on UTF-8 boundaries.
+fn kept_bounds(s: &str, keep: usize) -> (usize, usize) {
     let mut head = keep / 2;
     while !s.is_char_boundary(head) {
         head -= 1;
@@ -250,6 +250,12 @@ fn cut_string(s: &str, keep: usize, marks: &Marks) -> String {
     while !s.is_char_boundary(tail_start) {
         tail_start += 1;
     }
+    (head, tail_start)
+}
+
+/// Keeps about `keep` bytes — half from the head, half from the tail, on UTF-8 boundaries.
+fn cut_string(s: &str, keep: usize, marks: &Marks) -> String {
+    let (head, tail_start) = kept_bounds(s, keep);
     let cut = tail_start - head;
     let marker = marks.string_marker(cut);
     let mut out = String::with_capacity(head + marker.len() + s.len() - tail_start);
@@ -308,11 +314,12 @@ fn size_tree(v: &Value, keep: usize, marks: &Marks) -> (usize, Option<SizeNode>)
     match v {
         Value::String(s) => {
             let marker = marks.string_marker_len(s.len());
-            let escaped = escaped_len(s);
             let size = if s.len() > keep + marker {
-                Long { len: s.len(), escaped }.kept(keep) + marker + 2
+                // Only the kept head and tail are scanned, never the part cut away.
+                let (head, tail) = kept_bounds(s, keep);
+                escaped_len(&s[..head]) + escaped_len(&s[tail..]) + marker + 2
             } else {
-                escaped + 2
+                escaped_len(s) + 2
             };
             (size, None)
         }
