@@ -121,13 +121,16 @@ fn joined(words: &[Expanded]) -> Expanded {
 pub fn inner<'a>(name: &str, words: &'a [Expanded]) -> Inner<'a> {
     let args = &words[1..];
     match name {
-        "xargs" | "parallel" | "find" | "eval" | "trap" | "alias" | "source" | "." => runner(name, args),
+        "xargs" | "parallel" | "find" => runner(name, args),
+        "eval" | "trap" | "alias" | "source" | "." => evaluator(name, args),
+        "sudo" | "doas" | "su" | "runuser" | "script" | "flock" | "watch" | "strace" | "ltrace" | "nsenter"
+        | "unshare" | "busybox" => privileged(name, args),
         "bash" | "sh" | "zsh" | "dash" | "ksh" | "mksh" | "ash" | "rbash" | "posh" | "fish" => shell(name, args),
         _ => prefixed(name, args),
     }
 }
 
-/// Wrappers that run the rest of their words after their own options (`sudo`, `env`, `nice`, …).
+/// Wrappers that run the rest of their words after their own options (`env`, `nice`, `timeout`, …).
 fn prefixed<'a>(name: &str, args: &'a [Expanded]) -> Inner<'a> {
     let o = |with_value: &'static [&'static str]| Opts {
         with_value,
@@ -178,6 +181,17 @@ fn prefixed<'a>(name: &str, args: &'a [Expanded]) -> Inner<'a> {
             let i = after_options(args, &o(&["-u", "--unset", "-C", "--chdir", "-S", "--split-string"]));
             rest(args, after_assignments(args, i))
         }
+        _ => Inner::None,
+    }
+}
+
+/// Wrappers that run a command as someone else, or watch or trace it (`sudo`, `su -c`, `watch`, `strace`, …).
+fn privileged<'a>(name: &str, args: &'a [Expanded]) -> Inner<'a> {
+    let o = |with_value: &'static [&'static str]| Opts {
+        with_value,
+        numeric: false,
+    };
+    match name {
         "sudo" => {
             let i = after_options(
                 args,
@@ -257,7 +271,7 @@ fn prefixed<'a>(name: &str, args: &'a [Expanded]) -> Inner<'a> {
     }
 }
 
-/// Programs that run commands given as text or arguments (`xargs`, `find -exec`, `eval`, …).
+/// Programs that run a command once per input or file (`xargs`, `parallel`, `find -exec`).
 fn runner<'a>(name: &str, args: &'a [Expanded]) -> Inner<'a> {
     let o = |with_value: &'static [&'static str]| Opts {
         with_value,
@@ -320,6 +334,13 @@ fn runner<'a>(name: &str, args: &'a [Expanded]) -> Inner<'a> {
             }
             Inner::Commands(list)
         }
+        _ => Inner::None,
+    }
+}
+
+/// Builtins that run text as commands (`eval`, `trap`, `alias`, `source`).
+fn evaluator<'a>(name: &str, args: &'a [Expanded]) -> Inner<'a> {
+    match name {
         "eval" => {
             if args.is_empty() {
                 Inner::None
