@@ -31,6 +31,18 @@ impl Ws {
         std::fs::write(&p, toml).unwrap();
         p
     }
+    /// `toolgate --workspace W --config CONFIG`, isolated from the developer's files.
+    fn toolgate(&self, config: &Path) -> Command {
+        let mut cmd = Command::cargo_bin("toolgate").unwrap();
+        cmd.arg("--workspace")
+            .arg(self.path())
+            .arg("--config")
+            .arg(config)
+            .env("XDG_CONFIG_HOME", xdg_dir(self.path(), "config"))
+            .env("XDG_DATA_HOME", xdg_dir(self.path(), "data"))
+            .env_remove("RUST_LOG");
+        cmd
+    }
     fn call(&self, config: &Path, extra: &[&str], tool: &str, args: Value) -> (Option<i32>, Value) {
         let out = Command::cargo_bin("toolgate")
             .unwrap()
@@ -278,16 +290,10 @@ fn an_invalid_matcher_is_a_configuration_error_naming_the_line() {
 }
 
 fn audit(ws: &Ws, config: &Path, extra: &[&str]) -> Vec<Value> {
-    let out = Command::cargo_bin("toolgate")
-        .unwrap()
-        .arg("--workspace")
-        .arg(ws.path())
-        .arg("--config")
-        .arg(config)
+    let out = ws
+        .toolgate(config)
         .args(["audit", "--json"])
         .args(extra)
-        .env("XDG_CONFIG_HOME", xdg_dir(ws.path(), "config"))
-        .env("XDG_DATA_HOME", xdg_dir(ws.path(), "data"))
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
@@ -323,15 +329,9 @@ fn a_post_hook_block_is_a_refusal_in_the_exit_code_the_flag_and_the_journal() {
         let answer = json!({"role": "assistant", "content": [
             {"type": "tool_use", "id": "toolu_1", "name": "read_file", "input": {"path": "a.txt"}}
         ]});
-        let out = Command::cargo_bin("toolgate")
-            .unwrap()
-            .arg("--workspace")
-            .arg(ws.path())
-            .arg("--config")
-            .arg(&config)
+        let out = ws
+            .toolgate(&config)
             .args(["exec", "--format", "anthropic"])
-            .env("XDG_CONFIG_HOME", xdg_dir(ws.path(), "config"))
-            .env("XDG_DATA_HOME", xdg_dir(ws.path(), "data"))
             .write_stdin(answer.to_string())
             .output()
             .unwrap();
@@ -391,15 +391,9 @@ fn tool_settings_make_a_tool_dangerous_or_terminal() {
         {"id": "b", "type": "function", "function": {"name": "write_file", "arguments": "{\"path\": \"two.txt\", \"content\": \"2\"}"}},
         {"id": "c", "type": "function", "function": {"name": "read_file", "arguments": "{\"path\": \"a.txt\"}"}}
     ]});
-    let out = Command::cargo_bin("toolgate")
-        .unwrap()
-        .arg("--workspace")
-        .arg(ws.path())
-        .arg("--config")
-        .arg(&config)
+    let out = ws
+        .toolgate(&config)
         .args(["--yes", "exec"])
-        .env("XDG_CONFIG_HOME", xdg_dir(ws.path(), "config"))
-        .env("XDG_DATA_HOME", xdg_dir(ws.path(), "data"))
         .write_stdin(answer.to_string())
         .output()
         .unwrap();
@@ -412,22 +406,12 @@ fn tool_settings_make_a_tool_dangerous_or_terminal() {
         "{v}"
     );
     let bad = ws.config("[tools.read_file]\ncategory = \"sometimes\"\n");
-    let (code, _) = (
-        Command::cargo_bin("toolgate")
-            .unwrap()
-            .arg("--workspace")
-            .arg(ws.path())
-            .arg("--config")
-            .arg(&bad)
-            .args(["tools"])
-            .env("XDG_CONFIG_HOME", xdg_dir(ws.path(), "config"))
-            .output()
-            .unwrap()
-            .status
-            .code(),
-        (),
+    let out = ws.toolgate(&bad).arg("tools").output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "an unknown category is a configuration error"
     );
-    assert_eq!(code, Some(2), "an unknown category is a configuration error");
 }
 
 /// The tool's own refusal comes before any ask: an escaping redirect under an ask rule is refused
