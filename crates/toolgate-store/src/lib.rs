@@ -195,13 +195,23 @@ pub async fn open_sqlite(path: &Path, options: &StoreOptions) -> Result<SqlStore
         .busy_timeout(options.busy_timeout)
         .foreign_keys(false)
         .disable_statement_logging();
-    let mut conn = connect.connect().await.map_err(|e| sqlx_error(&at, e))?;
-    migrate_sqlite(&mut conn).await.map_err(|e| sqlx_error(&at, e))?;
-    let pool = SqlitePoolOptions::new()
-        .max_connections(options.max_connections.max(1))
-        .connect_with(connect)
-        .await
-        .map_err(|e| sqlx_error(&at, e))?;
+    // Processes that create the file at once race for the lock that switches it to WAL, which
+    // SQLite answers "database is locked" without waiting (1 open in ~600 here): retried.
+    let deadline = std::time::Instant::now() + options.busy_timeout;
+    let conn = while_busy(deadline, || async {
+        let mut conn = connect.connect().await?;
+        migrate_sqlite(&mut conn).await?;
+        Ok(conn)
+    })
+    .await
+    .map_err(|e| sqlx_error(&at, e))?;
+    let pool = while_busy(deadline, || {
+        SqlitePoolOptions::new()
+            .max_connections(options.max_connections.max(1))
+            .connect_with(connect.clone())
+    })
+    .await
+    .map_err(|e| sqlx_error(&at, e))?;
     let writer = writer::Writer::spawn(SqliteWriter(conn), options.group_delay);
     let store = SqlStore::new(Reader::Sqlite(pool), writer, limits(options), at.clone());
     store.sweep().await.map_err(|e| open_error(&at, e.0))?;
@@ -242,6 +252,28 @@ pub async fn open_postgres(url: &str, options: &StoreOptions) -> Result<SqlStore
     let store = SqlStore::new(Reader::Postgres(pool), writer, limits(options), at.clone());
     store.sweep().await.map_err(|e| open_error(&at, e.0))?;
     Ok(store)
+}
+
+/// Runs `step` again while SQLite answers busy or locked, until `deadline`.
+async fn while_busy<T, F, Fut>(deadline: std::time::Instant, mut step: F) -> Result<T, sqlx::Error>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, sqlx::Error>>,
+{
+    let mut pause = Duration::from_millis(2);
+    loop {
+        match step().await {
+            Err(sqlx::Error::Database(d))
+                if matches!(d.code().as_deref(), Some("5" | "6" | "261" | "262" | "517"))
+                    && std::time::Instant::now() + pause < deadline =>
+            {
+                tracing::debug!(error = %d, "store open retried: the file is locked");
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(Duration::from_millis(100));
+            }
+            other => return other,
+        }
+    }
 }
 
 /// Applies the migrations this file lacks, under the write lock (`BEGIN IMMEDIATE`), so two

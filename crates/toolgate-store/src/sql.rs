@@ -14,7 +14,10 @@ use toolgate_core::store::{JournalFilter, JournalRow, PendingRecord, Store, Stor
 use toolgate_core::{CallId, Principal, SessionId};
 
 /// Schema migrations, applied in order at start; each is valid SQLite and PostgreSQL.
-pub(crate) const MIGRATIONS: &[(i64, &str)] = &[(1, include_str!("migrations/0001_state.sql"))];
+pub(crate) const MIGRATIONS: &[(i64, &str)] = &[
+    (1, include_str!("migrations/0001_state.sql")),
+    (2, include_str!("migrations/0002_expiry_indexes.sql")),
+];
 const SCHEMA_TABLE: &str = "CREATE TABLE IF NOT EXISTS toolgate_schema (version BIGINT NOT NULL)";
 const SCHEMA_VERSION: &str = "SELECT COALESCE(MAX(version), 0) FROM toolgate_schema";
 const SCHEMA_RECORD: &str = "INSERT INTO toolgate_schema (version) VALUES ($1)";

@@ -125,6 +125,7 @@ async fn two_processes_on_one_sqlite_file() {
             .env("TOOLGATE_CONCURRENCY_CHILD", &path)
             .env("TOOLGATE_CONCURRENCY_TAG", tag)
             .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
             .kill_on_drop(true)
             .output()
     };
@@ -132,7 +133,8 @@ async fn two_processes_on_one_sqlite_file() {
     let (a, b) = tokio::join!(spawn("p1"), spawn("p2"));
     for out in [a.unwrap(), b.unwrap()] {
         let stdout = String::from_utf8_lossy(&out.stdout);
-        assert!(out.status.success(), "a child failed: {stdout}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "a child failed: {stdout}\n{stderr}");
         let failures: Vec<&str> = stdout.lines().filter(|l| l.contains("@@failure")).collect();
         assert!(
             failures.is_empty(),

@@ -176,3 +176,104 @@ async fn two_stores_on_one_file_see_each_others_state() {
         Some(json!("approve_once"))
     );
 }
+
+/// The sweeps that run at every start, as the store writes them.
+const SWEEPS: [(&str, &str); 3] = [
+    ("DELETE FROM results WHERE expires_at <= 1", "results_by_expiry"),
+    ("DELETE FROM cache WHERE expires_at <= 1", "cache_by_expiry"),
+    (
+        "DELETE FROM grants WHERE expires_at IS NOT NULL AND expires_at <= 1",
+        "grants_by_expiry",
+    ),
+];
+
+#[tokio::test]
+async fn every_start_up_sweep_reads_an_index_also_in_a_store_made_before_the_indexes() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("state.db");
+    let url = format!("sqlite://{}", path.display());
+    drop(
+        toolgate_store::open(&StoreUrl::Sqlite(path.clone()), &StoreOptions::default())
+            .await
+            .unwrap(),
+    );
+    // Make it a version-1 file, as an older toolgate left it: no expiry indexes.
+    let mut conn = sqlx::SqliteConnection::connect(&url).await.unwrap();
+    for (_, index) in SWEEPS {
+        sqlx::raw_sql(sqlx::AssertSqlSafe(format!("DROP INDEX {index}")))
+            .execute(&mut conn)
+            .await
+            .unwrap();
+    }
+    sqlx::query("DELETE FROM toolgate_schema WHERE version > 1")
+        .execute(&mut conn)
+        .await
+        .unwrap();
+    conn.close().await.unwrap();
+
+    let _store = toolgate_store::open(&StoreUrl::Sqlite(path.clone()), &StoreOptions::default())
+        .await
+        .unwrap();
+    let mut conn = sqlx::SqliteConnection::connect(&url).await.unwrap();
+    for (sweep, index) in SWEEPS {
+        let plan: Vec<String> = sqlx::query(sqlx::AssertSqlSafe(format!("EXPLAIN QUERY PLAN {sweep}")))
+            .fetch_all(&mut conn)
+            .await
+            .unwrap()
+            .iter()
+            .map(|r| sqlx::Row::get::<String, _>(r, "detail"))
+            .collect();
+        assert!(
+            plan.iter().any(|d| d.contains(&format!("INDEX {index}"))),
+            "{sweep}: {plan:?}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn postgres_gets_the_expiry_indexes() {
+    let Some(schema) = common::PgSchema::create("expiry_indexes").await else {
+        return;
+    };
+    let _store = toolgate_store::open(&StoreUrl::Postgres(schema.url.clone()), &StoreOptions::default())
+        .await
+        .unwrap();
+    let mut conn = sqlx::PgConnection::connect(&schema.url).await.unwrap();
+    let names: Vec<String> = sqlx::query_scalar("SELECT indexname::text FROM pg_indexes WHERE schemaname = $1")
+        .bind(&schema.name)
+        .fetch_all(&mut conn)
+        .await
+        .unwrap();
+    for (_, index) in SWEEPS {
+        assert!(names.iter().any(|n| n == index), "{index} in {names:?}");
+    }
+}
+
+/// Processes that start at once on a new file race to create it and switch it to WAL; SQLite
+/// answers that race "database is locked" without waiting (1 open in ~600 before the retry).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn stores_opening_a_new_file_at_once_all_open() {
+    let mut errors = Vec::new();
+    for round in 0..60 {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state.db");
+        let opens: Vec<_> = (0..6)
+            .map(|_| {
+                let url = StoreUrl::Sqlite(path.clone());
+                tokio::spawn(async move { toolgate_store::open(&url, &StoreOptions::default()).await })
+            })
+            .collect();
+        for o in opens {
+            match o.await.unwrap() {
+                Err(e) => errors.push(format!("round {round}: {e}")),
+                Ok(store) => assert!(store.grants(&SessionId::new("s")).await.unwrap().is_empty()),
+            }
+        }
+    }
+    assert!(
+        errors.is_empty(),
+        "{} of 360 opens failed, first: {}",
+        errors.len(),
+        errors[0]
+    );
+}
