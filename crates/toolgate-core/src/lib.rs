@@ -74,7 +74,7 @@ pub use agent::{Agent, AgentConfig, AgentRun, AgentStatus, Model, ModelError, Mo
 pub use config::{EngineConfig, MalformedPolicy};
 pub use dispatch::{AbortReason, Engine, Outcome, TurnOptions, TurnOutcome, TurnStatus};
 pub use error::{CallError, ErrorKind, ToolError};
-pub use formats::{Answer, Format, ToolResult};
+pub use formats::{Answer, Dialect, Format, ToolResult};
 pub use registry::Registry;
 pub use session::{Session, SessionOptions};
 /// The token a kill fires (re-exported for `Model` and `Tool` implementations).

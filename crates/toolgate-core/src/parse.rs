@@ -54,6 +54,12 @@ pub fn normalize(raw: &RawCall, registry: &Registry, cut_off: bool) -> Result<To
         name,
         error: Box::new(CallError::new(ErrorKind::MalformedCall, message)),
     };
+    if let RawArguments::Broken(why) = &raw.arguments {
+        return Err(malformed(
+            raw.name.clone(),
+            format!("The tool call could not be read: {why}. Call again with the whole call in the same format."),
+        ));
+    }
     let Some(written) = raw.name.as_deref().map(str::trim).filter(|n| !n.is_empty()) else {
         return Err(malformed(
             None,
@@ -75,9 +81,15 @@ pub fn normalize(raw: &RawCall, registry: &Registry, cut_off: bool) -> Result<To
     }
     let name = resolve_name(written, registry, &mut repair.actions);
 
-    let (mut arguments, arg_repair) = match parse_arguments(&raw.arguments, cut_off) {
-        Ok(ok) => ok,
-        Err(message) => return Err(malformed(Some(written.to_owned()), message)),
+    let (mut arguments, arg_repair) = match &raw.arguments {
+        RawArguments::Fields(fields) => {
+            let schema = registry.get(name.as_str()).map(|e| e.tool().parameters());
+            (typed_fields(fields, schema), None)
+        }
+        other => match parse_arguments(other, cut_off) {
+            Ok(ok) => ok,
+            Err(message) => return Err(malformed(Some(written.to_owned()), message)),
+        },
     };
     if let Some(r) = arg_repair {
         repair.actions.extend(r.actions);
@@ -111,7 +123,8 @@ pub fn normalize(raw: &RawCall, registry: &Registry, cut_off: bool) -> Result<To
 
 fn raw_text(raw: &RawArguments) -> String {
     match raw {
-        RawArguments::Missing => String::new(),
+        RawArguments::Missing | RawArguments::Broken(_) => String::new(),
+        RawArguments::Fields(m) => Value::Object(m.clone()).to_string(),
         RawArguments::Text(t) => t.clone(),
         RawArguments::Json(v) => v.to_string(),
     }
@@ -160,7 +173,70 @@ pub fn parse_arguments(raw: &RawArguments, cut_off: bool) -> Result<(Map<String,
             kind_name(other)
         )),
         RawArguments::Text(s) => parse_text(s, cut_off),
+        RawArguments::Fields(m) => Ok((m.clone(), None)),
+        RawArguments::Broken(why) => Err(format!("The tool call could not be read: {why}.")),
     }
+}
+
+/// Types the text values of a format that carries only text (Qwen3-Coder, GLM, DSML) by the
+/// tool's schema: a property of type number, integer, boolean, null, object or array gets the
+/// value its text spells; strings, untyped properties and text that spells no such value stay
+/// text (stage 5 then says what is wrong). This is the format's encoding, not a repair.
+pub fn typed_fields(fields: &Map<String, Value>, schema: Option<&Value>) -> Map<String, Value> {
+    let properties = schema.and_then(|s| s.get("properties")).and_then(Value::as_object);
+    fields
+        .iter()
+        .map(|(key, value)| {
+            let typed = match (value, properties.and_then(|p| p.get(key))) {
+                (Value::String(text), Some(property)) => type_text(text, property).unwrap_or_else(|| value.clone()),
+                _ => value.clone(),
+            };
+            (key.clone(), typed)
+        })
+        .collect()
+}
+
+fn type_text(text: &str, property: &Value) -> Option<Value> {
+    let types: Vec<&str> = match property.get("type") {
+        Some(Value::String(t)) => vec![t.as_str()],
+        Some(Value::Array(ts)) => ts.iter().filter_map(Value::as_str).collect(),
+        // No type but an enum or a const: the text is one of their strings.
+        _ => return None,
+    };
+    let t = text.trim();
+    // A nullable string written `null` means null (models write it for "no value").
+    if types.contains(&"null") && matches!(t, "null" | "None") {
+        return Some(Value::Null);
+    }
+    if types.contains(&"string") || types.is_empty() {
+        return None;
+    }
+    let value = serde_json::from_str::<Value>(t)
+        .ok()
+        .or_else(|| match t {
+            "True" => Some(Value::Bool(true)),
+            "False" => Some(Value::Bool(false)),
+            "None" => Some(Value::Null),
+            _ => None,
+        })
+        .or_else(|| {
+            (types.contains(&"object") || types.contains(&"array"))
+                .then(|| repair_json(t).ok().map(|(v, _)| v))
+                .flatten()
+        })?;
+    let fits = match &value {
+        Value::Null => types.contains(&"null"),
+        Value::Bool(_) => types.contains(&"boolean"),
+        Value::Number(n) => {
+            types.contains(&"number")
+                || (types.contains(&"integer")
+                    && (n.is_i64() || n.is_u64() || n.as_f64().is_some_and(|f| f.fract() == 0.0)))
+        }
+        Value::String(_) => false,
+        Value::Array(_) => types.contains(&"array"),
+        Value::Object(_) => types.contains(&"object"),
+    };
+    fits.then_some(value)
 }
 
 fn parse_text(text: &str, cut_off: bool) -> Result<(Map<String, Value>, Option<Repair>), String> {

@@ -2,7 +2,7 @@
 
 use crate::rules::{Layer, LayerSource, Rule, Subject, allows};
 use crate::tool::{PermissionSubject, ToolSpec, Vetted};
-use crate::types::ToolCall;
+use crate::types::{Repair, ToolCall};
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -112,8 +112,9 @@ pub struct Policy {
 }
 
 /// Decides a call without prompting anyone, in DESIGN.md's order: a deny in any layer wins (even
-/// under yolo); then an ask rule in any layer, or arguments repaired by completing a cut-off value
-/// (unless the tool is read-only); then yolo; then an allow (session grants first); then the
+/// under yolo); then an ask rule in any layer, or a call repaired in a way that may change what the
+/// model meant — a cut-off value completed, a call read from an answer's text (unless the tool is
+/// read-only); then yolo; then an allow (session grants first); then the
 /// read-only hint for tools that are read-only and not open-world; otherwise ask.
 pub fn decide(call: &ToolCall, spec: &ToolSpec, policy: &Policy, grants: &Layer) -> Decision {
     decide_vetted(call, spec, policy, grants, &Vetted::default())
@@ -161,12 +162,8 @@ pub fn decide_vetted(call: &ToolCall, spec: &ToolSpec, policy: &Policy, grants: 
         }
     }
     let read_only = spec.annotations.read_only;
-    if !read_only && call.repair.as_ref().is_some_and(|r| r.completed_cut_off) {
-        return Decision::new(
-            Verdict::Ask,
-            Source::RepairedArgumentsAsk,
-            "its arguments were cut off and completed by repair, so they may not be what the model meant",
-        );
+    if !read_only && let Some(doubt) = call.repair.as_ref().and_then(Repair::doubt) {
+        return Decision::new(Verdict::Ask, Source::RepairedArgumentsAsk, doubt);
     }
     if policy.yolo {
         return Decision::new(Verdict::Allow, Source::Yolo, "--yolo allows every call no rule denies");
@@ -369,7 +366,6 @@ impl Approver for ChannelApprover {
 mod tests {
     use super::*;
     use crate::tool::Annotations;
-    use crate::types::Repair;
 
     fn call(repaired: bool) -> ToolCall {
         let mut c = ToolCall::new("c1", "t", Default::default());
@@ -413,5 +409,36 @@ mod tests {
                 "{spec:?} repaired={repaired} yolo={yolo}"
             );
         }
+    }
+
+    #[test]
+    fn a_call_read_from_text_is_asked_unless_read_only_and_other_repairs_are_not() {
+        let with = |actions: &[&str]| {
+            let mut c = ToolCall::new("c1", "t", Default::default());
+            c.repair = Some(Repair {
+                actions: actions.iter().map(|a| (*a).to_owned()).collect(),
+                ..Repair::default()
+            });
+            c
+        };
+        let yolo = Policy {
+            yolo: true,
+            ..Policy::default()
+        };
+        let grants = Layer::new(LayerSource::Session);
+        let rw = ToolSpec::default();
+        let ro = ToolSpec::with_annotations(Annotations::READ_ONLY);
+        let d = decide(
+            &with(&[Repair::PARSED_FROM_CONTENT, "trailing_comma"]),
+            &rw,
+            &yolo,
+            &grants,
+        );
+        assert_eq!((d.verdict, d.source), (Verdict::Ask, Source::RepairedArgumentsAsk));
+        assert!(d.reason.contains("read from the answer's text"), "{}", d.reason);
+        let d = decide(&with(&[Repair::PARSED_FROM_CONTENT]), &ro, &Policy::default(), &grants);
+        assert_eq!((d.verdict, d.source), (Verdict::Allow, Source::ReadonlyHint));
+        let d = decide(&with(&["trailing_comma", "stripped_prefix"]), &rw, &yolo, &grants);
+        assert_eq!((d.verdict, d.source), (Verdict::Allow, Source::Yolo));
     }
 }

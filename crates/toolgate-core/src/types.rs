@@ -108,6 +108,24 @@ pub struct Repair {
     pub raw: String,
 }
 
+impl Repair {
+    /// The repair action of a call read from an OpenAI-compatible answer's text because its
+    /// `tool_calls` was empty (the server's tool parser missed it).
+    pub const PARSED_FROM_CONTENT: &'static str = "parsed_from_content";
+
+    /// Why the repaired call may not be what the model meant, when it may not: a value cut off
+    /// and completed, or a call read from prose. Such a call is asked (unless read-only).
+    pub fn doubt(&self) -> Option<&'static str> {
+        if self.completed_cut_off {
+            Some("its arguments were cut off and completed by repair, so they may not be what the model meant")
+        } else if self.actions.iter().any(|a| a == Self::PARSED_FROM_CONTENT) {
+            Some("it was read from the answer's text, not its tool_calls, so the model may not have meant it as a call")
+        } else {
+            None
+        }
+    }
+}
+
 /// A tool call after stage 1: a known shape whatever the provider.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ToolCall {

@@ -10,7 +10,7 @@ use toolgate_core::formats::RawArguments;
 use toolgate_core::parse::{parse_arguments, repair_json};
 use toolgate_core::result::{MIN_BUDGET, truncate};
 use toolgate_core::validate::{CompiledSchema, ValidateOptions};
-use toolgate_core::{Answer, EngineConfig, Format, TurnOptions};
+use toolgate_core::{Answer, Dialect, EngineConfig, Format, TurnOptions};
 
 fn arb_json() -> impl Strategy<Value = Value> {
     let leaf = prop_oneof![
@@ -257,5 +257,154 @@ fn reported_multi_line_results_keep_most_of_the_budget() {
         let size = t.value.to_string().len();
         assert!(size <= 65_536, "{what}: {size}");
         assert!(size >= 62_000, "{what}: kept only {size} of 65,536 bytes");
+    }
+}
+
+/// Pieces the family parsers look for, mixed with multi-byte text: random answers made of them.
+fn arb_answer_text() -> impl Strategy<Value = String> {
+    let piece = prop_oneof![
+        prop_oneof![
+            Just("<tool_call>"),
+            Just("</tool_call>"),
+            Just("<function="),
+            Just("<parameter="),
+            Just("</parameter>"),
+            Just("<arg_key>"),
+            Just("<arg_value>"),
+            Just("<｜tool▁calls▁begin｜>"),
+            Just("<｜tool▁call▁begin｜>"),
+            Just("<｜tool▁sep｜>"),
+            Just("<｜DSML｜invoke name=\""),
+            Just("<|python_tag|>"),
+            Just("[TOOL_CALLS]"),
+            Just("[ARGS]"),
+            Just("[CALL_ID]"),
+            Just("<|channel|>"),
+            Just("<|message|>"),
+            Just(" to=functions."),
+            Just("<|call|>"),
+            Just("<|tool_call_begin|>functions."),
+            Just("<|tool_call_argument_begin|>"),
+            Just("<start_function_call>call:"),
+            Just("<escape>"),
+            Just("```tool_code\n"),
+            Just("```json\n"),
+            Just("```"),
+            Just("<think>"),
+            Just("</think>"),
+            Just("{\"name\": \"f\", \"arguments\": {"),
+            Just("{\"tool\": \"f\", \"parameters\": {"),
+            Just("[f(a="),
+        ]
+        .prop_map(str::to_owned),
+        "[\\{\\}\\[\\]\"'=(),:;\\\\ a-z0-9é東｜▁\n]{0,12}",
+    ];
+    prop::collection::vec(piece, 0..24).prop_map(|v| v.concat())
+}
+
+/// Argument values whose strings hold the families' markers.
+fn arb_arguments() -> impl Strategy<Value = Map<String, Value>> {
+    let leaf = prop_oneof![
+        Just(Value::Null),
+        any::<bool>().prop_map(Value::Bool),
+        any::<i64>().prop_map(|n| json!(n)),
+        "[a-zé東 ]{0,8}".prop_map(Value::String),
+        prop_oneof![
+            Just("</tool_call>"),
+            Just("<|call|>"),
+            Just("```"),
+            Just("[ARGS]"),
+            Just("<｜tool▁call▁end｜>"),
+            Just("<|tool_call_end|>"),
+            Just("\"}"),
+            Just("</think>"),
+        ]
+        .prop_map(|s| Value::String(s.to_owned())),
+    ];
+    let value = leaf.prop_recursive(3, 24, 4, |inner| {
+        prop_oneof![
+            prop::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
+            prop::collection::btree_map("[a-z]{1,6}", inner, 0..4).prop_map(|m| Value::Object(m.into_iter().collect())),
+        ]
+    });
+    prop::collection::btree_map("[a-z_]{1,8}", value, 0..5).prop_map(|m| m.into_iter().collect())
+}
+
+/// One call written as each family's template writes it.
+fn written(family: usize, name: &str, args: &Value) -> (Dialect, String) {
+    match family {
+        0 => (
+            Dialect::Hermes,
+            format!("<tool_call>\n{{\"name\": \"{name}\", \"arguments\": {args}}}\n</tool_call>"),
+        ),
+        1 => (Dialect::Mistral, format!("[TOOL_CALLS]{name}[ARGS]{args}")),
+        2 => (
+            Dialect::Mistral,
+            format!("[TOOL_CALLS][{{\"name\": \"{name}\", \"arguments\": {args}}}]"),
+        ),
+        3 => (
+            Dialect::Kimi,
+            format!(
+                "<|tool_calls_section_begin|><|tool_call_begin|>functions.{name}:0<|tool_call_argument_begin|>{args}<|tool_call_end|><|tool_calls_section_end|>"
+            ),
+        ),
+        4 => (
+            Dialect::Deepseek,
+            format!(
+                "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>{name}<｜tool▁sep｜>{args}<｜tool▁call▁end｜><｜tool▁calls▁end｜>"
+            ),
+        ),
+        5 => (
+            Dialect::Deepseek,
+            format!(
+                "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>{name}\n```json\n{args}\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>"
+            ),
+        ),
+        6 => (
+            Dialect::GptOss,
+            format!(
+                "<|start|>assistant<|channel|>commentary to=functions.{name} <|constrain|>json<|message|>{args}<|call|>"
+            ),
+        ),
+        7 => (
+            Dialect::Llama,
+            format!("<|python_tag|>{{\"name\": \"{name}\", \"parameters\": {args}}}<|eom_id|>"),
+        ),
+        _ => (
+            Dialect::Toolgate,
+            format!("```json\n{{\"tool\": \"{name}\", \"parameters\": {args}}}\n```"),
+        ),
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+
+    /// Random text of markers and multi-byte characters: every family parser, named or found,
+    /// returns (never panics), names no call with an empty name, and never invents content.
+    #[test]
+    fn family_parsers_never_panic(text in arb_answer_text()) {
+        for d in Dialect::ALL {
+            let parsed = toolgate_core::formats::dialect::parse(&text, d);
+            for call in &parsed.calls {
+                prop_assert!(call.name.as_deref() != Some(""), "{d:?}: {call:?}");
+            }
+            prop_assert!(parsed.content.len() <= text.len() + parsed.calls.len() + 1, "{d:?}: {parsed:?}");
+        }
+    }
+
+    /// A call written in a family's format reads back as the same name and arguments, whatever
+    /// markers its string values hold, found by its markers or named.
+    #[test]
+    fn a_written_call_reads_back_exactly(family in 0usize..9, name in "[a-z][a-z_]{0,11}", args in arb_arguments(), preface in "[A-Za-zé ]{0,20}") {
+        let args = Value::Object(args);
+        let (dialect, call) = written(family, &name, &args);
+        let text = if preface.trim().is_empty() || family == 8 { call } else { format!("{}\n{call}", preface.trim()) };
+        for asked in [Dialect::Auto, dialect] {
+            let parsed = toolgate_core::formats::dialect::parse(&text, asked);
+            prop_assert_eq!(parsed.calls.len(), 1, "{:?} {}", asked, text);
+            prop_assert_eq!(parsed.calls[0].name.as_deref(), Some(name.as_str()));
+            prop_assert_eq!(&parsed.calls[0].arguments, &RawArguments::Json(args.clone()), "{}", text);
+        }
     }
 }

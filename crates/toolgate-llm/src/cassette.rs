@@ -50,6 +50,7 @@ impl Recorder {
             "native_tools": shape.native_tools,
             "stream": shape.stream,
             "max_tokens": shape.max_tokens,
+            "dialect": shape.dialect.as_str(),
         });
         writeln!(w, "{header}").and_then(|()| w.flush()).map_err(fail)?;
         Ok(Self {
@@ -163,6 +164,7 @@ impl Replay {
                 .and_then(Value::as_u64)
                 .and_then(|n| u32::try_from(n).ok())
                 .unwrap_or(4096),
+            dialect: text("dialect").and_then(|d| d.parse().ok()).unwrap_or_default(),
         };
         let mut exchanges = VecDeque::new();
         for (i, line) in lines {

@@ -43,6 +43,8 @@ pub struct ModelOptions {
     pub connect_timeout: Duration,
     /// Record every model call to this cassette.
     pub record: Option<PathBuf>,
+    /// How calls written in text are read (default: found from the text).
+    pub dialect: toolgate_core::formats::Dialect,
 }
 
 impl Default for ModelOptions {
@@ -57,6 +59,7 @@ impl Default for ModelOptions {
             request_timeout: Duration::from_secs(600),
             connect_timeout: Duration::from_secs(10),
             record: None,
+            dialect: toolgate_core::formats::Dialect::Auto,
         }
     }
 }
@@ -112,6 +115,7 @@ pub fn connect(spec: &str, options: &ModelOptions) -> Result<Arc<dyn Model>, Mod
         stream: options.stream,
         native_tools: options.native_tools,
         max_tokens: options.max_tokens,
+        dialect: options.dialect,
     };
     // No system proxy: a proxy would see the conversation and the key.
     let client = reqwest::Client::builder()

@@ -4,6 +4,7 @@
 use serde_json::{Map, Value, json};
 use std::fmt;
 use std::str::FromStr;
+use toolgate_core::formats::Dialect;
 use toolgate_core::{Answer, Format, ModelError, ModelErrorKind, ModelRequest};
 
 /// A model provider's wire protocol.
@@ -143,6 +144,9 @@ pub struct Shape {
     pub native_tools: bool,
     /// Anthropic's required `max_tokens`.
     pub max_tokens: u32,
+    /// How calls written in the answer's text are read (the text fallback, and an OpenAI-style
+    /// answer whose server left the call in `content`).
+    pub dialect: Dialect,
 }
 
 impl Shape {
@@ -260,9 +264,9 @@ impl Shape {
                 )
             })?;
             let text = message.get("content").and_then(Value::as_str).unwrap_or_default();
-            return Answer::parse(Format::Text, &Value::String(text.to_owned())).map_err(invalid);
+            return Answer::parse_with(Format::Text, &Value::String(text.to_owned()), self.dialect).map_err(invalid);
         }
-        Answer::parse(self.provider.native_format(), body).map_err(invalid)
+        Answer::parse_with(self.provider.native_format(), body, self.dialect).map_err(invalid)
     }
 }
 

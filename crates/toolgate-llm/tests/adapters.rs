@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
-use toolgate_core::formats::RawArguments;
+use toolgate_core::formats::{Dialect, RawArguments};
 use toolgate_core::tool::{ToolContext, ToolOutput, ToolSpec};
 use toolgate_core::{
     Answer, Engine, EngineConfig, Format, Model, ModelErrorKind, ModelRequest, Registry, Tool, ToolError, TurnOptions,
@@ -77,7 +77,8 @@ fn call_args(answer: &Answer, i: usize) -> Value {
     match &answer.calls[i].arguments {
         RawArguments::Text(t) => serde_json::from_str(t).unwrap(),
         RawArguments::Json(v) => v.clone(),
-        RawArguments::Missing => Value::Null,
+        RawArguments::Fields(m) => Value::Object(m.clone()),
+        RawArguments::Missing | RawArguments::Broken(_) => Value::Null,
     }
 }
 
@@ -578,6 +579,62 @@ async fn a_model_without_native_tools_uses_the_text_fallback() {
         system.starts_with("You are careful.") && system.contains("read_file"),
         "{system}"
     );
+}
+
+/// vLLM / SGLang whose tool parser missed the call: the stream carries it as `content` text.
+fn chat_stream_call_in_content(text: &str) -> String {
+    let mut chunks = vec![chat_chunk(json!({"role": "assistant", "content": ""}), Value::Null)];
+    // Awkward boundaries: the text in 5-character pieces, splitting the tags.
+    let chars: Vec<char> = text.chars().collect();
+    for piece in chars.chunks(5) {
+        chunks.push(chat_chunk(
+            json!({"content": piece.iter().collect::<String>()}),
+            Value::Null,
+        ));
+    }
+    chunks.push(chat_chunk(json!({}), json!("stop")));
+    let mut stream = sse(&chunks);
+    stream.push_str("data: [DONE]\n\n");
+    stream
+}
+
+#[tokio::test]
+async fn an_openai_compatible_answer_with_its_call_left_in_content_is_read_as_a_repaired_call() {
+    let text = "<think>Two files.</think>\n\n<tool_call>\n{\"name\": \"read_file\", \"arguments\": {\"path\": \"a.txt\"}}\n</tool_call>\n<tool_call>\n{\"name\": \"read_file\", \"arguments\": {\"path\": \"b.txt\"}}\n</tool_call>";
+    let server = serve(vec![Reply::sse(&chat_stream_call_in_content(text), 7)]).await;
+    let model = connect("openai-compat:Qwen/Qwen3-8B", &options(&format!("{}/v1", server.base))).unwrap();
+    let answer = ask(&model, Format::Openai).await.unwrap();
+    assert_eq!(names(&answer), ["read_file", "read_file"]);
+    assert_eq!(call_args(&answer, 1), json!({"path": "b.txt"}));
+    assert!(
+        answer
+            .calls
+            .iter()
+            .all(|c| c.repair.as_ref().is_some_and(|r| r.actions == ["parsed_from_content"]))
+    );
+    assert_eq!(answer.reasoning.as_deref(), Some("Two files."));
+    assert_eq!(answer.text, None);
+
+    // Ollama, not streamed, a Llama 3.1 answer; and a named dialect that does not match the text
+    // leaves it text.
+    let llama = "<|python_tag|>{\"name\": \"read_file\", \"parameters\": {\"path\": \"a.txt\"}}";
+    let body =
+        json!({"choices": [{"index": 0, "message": {"role": "assistant", "content": llama}, "finish_reason": "stop"}]});
+    for (dialect, calls) in [(Dialect::Auto, 1), (Dialect::Llama, 1), (Dialect::Hermes, 0)] {
+        let server = serve(vec![Reply::json(200, &body)]).await;
+        let model = connect(
+            "ollama:llama3.1",
+            &ModelOptions {
+                stream: false,
+                api_key: None,
+                dialect,
+                ..options(&format!("{}/v1", server.base))
+            },
+        )
+        .unwrap();
+        let answer = ask(&model, Format::Openai).await.unwrap();
+        assert_eq!(answer.calls.len(), calls, "{dialect:?}");
+    }
 }
 
 #[tokio::test]

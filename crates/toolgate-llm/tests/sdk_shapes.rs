@@ -107,6 +107,7 @@ async fn conversation(format: Format, provider: Provider, native_tools: bool) ->
         stream: true,
         native_tools,
         max_tokens: 1024,
+        dialect: Default::default(),
     };
     let request = shape.request(&ModelRequest {
         format,

@@ -452,7 +452,8 @@ impl Agent {
                 continue;
             };
             let args = match &raw.arguments {
-                RawArguments::Missing => String::new(),
+                RawArguments::Missing | RawArguments::Broken(_) => String::new(),
+                RawArguments::Fields(m) => Value::Object(m.clone()).to_string(),
                 RawArguments::Text(t) => serde_json::from_str::<Value>(t).map_or_else(|_| t.clone(), |v| v.to_string()),
                 RawArguments::Json(v) => v.to_string(),
             };

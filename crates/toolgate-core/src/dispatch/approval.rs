@@ -258,7 +258,7 @@ fn refusal(name: &str, source: Source, reason: String) -> Stop {
         Source::NonInteractiveDeny => CallError::new(
             ErrorKind::PermissionDenied,
             format!(
-                "Calling {name:?} needs approval and nobody can approve it here; the user can allow it with --yes, --yolo or an allow rule for {name:?}."
+                "Calling {name:?} needs approval ({reason}) and nobody can approve it here; the user can allow it with --yes, --yolo or an allow rule for {name:?}."
             ),
         ),
         _ => CallError::new(

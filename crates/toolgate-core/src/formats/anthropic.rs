@@ -13,6 +13,8 @@ pub(super) fn parse(body: &Value) -> Result<Answer, FormatError> {
                 text: body["content"].as_str().map(str::to_owned),
                 calls: Vec::new(),
                 cut_off: body.get("stop_reason").and_then(Value::as_str) == Some("max_tokens"),
+                reasoning: None,
+                dialect: None,
             });
         }
         _ => return Err(FormatError::new(Format::Anthropic, "no `content` array")),
@@ -43,6 +45,8 @@ pub(super) fn parse(body: &Value) -> Result<Answer, FormatError> {
         text: (!text.is_empty()).then_some(text),
         calls,
         cut_off: body.get("stop_reason").and_then(Value::as_str) == Some("max_tokens"),
+        reasoning: None,
+        dialect: None,
     })
 }
 

@@ -47,6 +47,8 @@ pub(super) fn parse(body: &Value) -> Result<Answer, FormatError> {
         text: (!text.is_empty()).then_some(text),
         calls,
         cut_off: finish == Some("MAX_TOKENS"),
+        reasoning: None,
+        dialect: None,
     })
 }
 

@@ -29,6 +29,8 @@ pub(super) fn parse(body: &Value) -> Result<Answer, FormatError> {
             repair: None,
         }],
         cut_off: false,
+        reasoning: None,
+        dialect: None,
     })
 }
 

@@ -2,12 +2,14 @@
 //! and the tool results back, and listing tool schemas — one file per provider.
 
 mod anthropic;
+pub mod dialect;
 mod gemini;
 mod mcp;
 mod openai;
 mod responses;
 mod text;
 
+pub use dialect::{Dialect, Parsed};
 pub use gemini::to_gemini_schema;
 pub use openai::strict_compatible;
 
@@ -67,7 +69,12 @@ impl Format {
         if o.contains_key("stop_reason") || o.get("content").is_some_and(Value::is_array) {
             return Self::Anthropic;
         }
-        if o.contains_key("tool") {
+        // A bare call object (`{"tool", …}`, or `{"name", "arguments" | "parameters"}` with no
+        // message around it) is a text call, not an OpenAI message.
+        let bare_call = o.contains_key("name")
+            && (o.contains_key("arguments") || o.contains_key("parameters"))
+            && !o.contains_key("role");
+        if o.contains_key("tool") || bare_call {
             return Self::Text;
         }
         Self::Openai
@@ -119,6 +126,12 @@ pub enum RawArguments {
     Text(String),
     /// Already a JSON value (Anthropic, Gemini, the text fallback).
     Json(Value),
+    /// Named values written as text (Qwen3-Coder's `<parameter=…>`, GLM's `<arg_value>`, DSML):
+    /// string values are typed by the tool's schema in stage 1.
+    Fields(Map<String, Value>),
+    /// A call a clear marker announced but that could not be read: why (it becomes
+    /// `malformed_call`, so the model can retry, and is never taken for a final answer).
+    Broken(String),
 }
 
 /// A tool call as read from the answer, before stage 1 normalises it.
@@ -179,18 +192,30 @@ pub struct Answer {
     pub calls: Vec<RawCall>,
     /// The provider said the answer was cut off by its token limit.
     pub cut_off: bool,
+    /// The reasoning separated from the text (`<think>…</think>`, harmony's analysis channel).
+    pub reasoning: Option<String>,
+    /// The text format the calls were read in, for calls read from text.
+    pub dialect: Option<Dialect>,
 }
 
 impl Answer {
     /// Reads a model answer: a provider response body or just its assistant message.
     /// An answer with more than [`MAX_CALLS_PER_ANSWER`] calls is refused whole.
     pub fn parse(format: Format, body: &Value) -> Result<Answer, FormatError> {
+        Self::parse_with(format, body, Dialect::Auto)
+    }
+
+    /// Reads a model answer whose text calls are written in `dialect` (`Auto`: found from the
+    /// text). Text answers are read by the family parsers; an OpenAI-format answer with no
+    /// `tool_calls` whose content holds a call is read as that call, marked repaired
+    /// (`parsed_from_content`).
+    pub fn parse_with(format: Format, body: &Value, dialect: Dialect) -> Result<Answer, FormatError> {
         let answer = match format {
-            Format::Openai => openai::parse(body),
+            Format::Openai => openai::parse(body, dialect),
             Format::Responses => responses::parse(body),
             Format::Anthropic => anthropic::parse(body),
             Format::Gemini => gemini::parse(body),
-            Format::Text => text::parse(body),
+            Format::Text => text::parse(body, dialect),
             Format::Mcp => mcp::parse(body),
         }?;
         if answer.calls.len() > MAX_CALLS_PER_ANSWER {
@@ -318,7 +343,8 @@ pub(crate) fn echo_arguments_text(echo: &CallEcho, raw: &RawArguments) -> String
         (Some(args), _) => Value::Object(args.clone()).to_string(),
         (None, RawArguments::Text(t)) => t.clone(),
         (None, RawArguments::Json(v)) => v.to_string(),
-        (None, RawArguments::Missing) => "{}".to_owned(),
+        (None, RawArguments::Fields(m)) => Value::Object(m.clone()).to_string(),
+        (None, RawArguments::Missing | RawArguments::Broken(_)) => "{}".to_owned(),
     }
 }
 

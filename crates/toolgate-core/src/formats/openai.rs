@@ -1,9 +1,10 @@
 //! OpenAI Chat Completions: `tool_calls[].function.arguments` (a JSON string), `role: tool` results.
 
+use super::dialect::{self, Dialect};
 use super::{Answer, CallEcho, Format, FormatError, RawCall, ToolResult, ToolView, echo_arguments_text};
 use serde_json::{Map, Value, json};
 
-pub(super) fn parse(body: &Value) -> Result<Answer, FormatError> {
+pub(super) fn parse(body: &Value, dialect: Dialect) -> Result<Answer, FormatError> {
     let (message, finish) = match body.get("choices") {
         Some(Value::Array(choices)) => {
             let choice = choices
@@ -21,7 +22,7 @@ pub(super) fn parse(body: &Value) -> Result<Answer, FormatError> {
     if !message.is_object() {
         return Err(FormatError::new(Format::Openai, "the message is not a JSON object"));
     }
-    let text = message.get("content").and_then(Value::as_str).map(str::to_owned);
+    let mut text = message.get("content").and_then(Value::as_str).map(str::to_owned);
     let mut calls = Vec::new();
     match message.get("tool_calls") {
         None | Some(Value::Null) => {}
@@ -39,13 +40,39 @@ pub(super) fn parse(body: &Value) -> Result<Answer, FormatError> {
     {
         calls.push(read_function(None, fc.as_object().cloned().unwrap_or_default()));
     }
+    // A server whose tool parser missed the model's call leaves it in the text.
+    let mut reasoning = None;
+    let mut found = None;
+    if calls.is_empty()
+        && let Some(content) = text.as_deref().filter(|t| !t.trim().is_empty())
+    {
+        let parsed = dialect::parse(content, dialect);
+        if !parsed.calls.is_empty() {
+            calls = parsed.calls.into_iter().map(from_content).collect();
+            text = (!parsed.content.is_empty()).then_some(parsed.content);
+            reasoning = parsed.reasoning;
+            found = parsed.dialect;
+        }
+    }
     Ok(Answer {
         format: Format::Openai,
         message: message.clone(),
         text,
         calls,
         cut_off: finish == Some("length"),
+        reasoning,
+        dialect: found,
     })
+}
+
+/// A call read from the content: marked repaired, so the rules for repaired calls apply.
+fn from_content(mut call: RawCall) -> RawCall {
+    let mut repair = call.repair.take().unwrap_or_default();
+    repair
+        .actions
+        .insert(0, crate::types::Repair::PARSED_FROM_CONTENT.into());
+    call.repair = Some(repair);
+    call
 }
 
 fn read_call(item: &Value) -> Result<RawCall, FormatError> {

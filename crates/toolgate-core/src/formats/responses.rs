@@ -58,6 +58,8 @@ pub(super) fn parse(body: &Value) -> Result<Answer, FormatError> {
         text: (!text.is_empty()).then_some(text),
         calls,
         cut_off,
+        reasoning: None,
+        dialect: None,
     })
 }
 

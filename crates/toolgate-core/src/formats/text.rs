@@ -1,99 +1,49 @@
-//! The text fallback for models without native tool calling: the assistant content *is* the call —
-//! a JSON object `{"tool", "parameters", "reasoning"}` alone, or in one fenced block after a short
-//! preface. JSON quoted inside prose is not a call. Results go back as a user message starting
-//! `[TOOL RESULT: name]`.
+//! Text answers: models without native tool calling, completion endpoints, local runtimes without
+//! a tool parser, replayed logs. The calls are read by the family parsers in [`super::dialect`]:
+//! toolgate's own `{"tool", "parameters"}` object (what [`tools`] asks for), and each open-weight
+//! family's format. Results go back as a user message starting `[TOOL RESULT: name]`.
 
-use super::{Answer, Format, FormatError, RawArguments, RawCall, ToolResult, ToolView};
-use crate::parse::repair_json;
+use super::dialect::{self, Dialect};
+use super::{Answer, Format, FormatError, ToolResult, ToolView};
 use serde_json::{Value, json};
 
-/// The longest preface allowed before a fenced call.
-const MAX_PREFACE: usize = 600;
-
-pub(super) fn parse(body: &Value) -> Result<Answer, FormatError> {
+pub(super) fn parse(body: &Value, dialect: Dialect) -> Result<Answer, FormatError> {
     let content = match body {
         Value::String(s) => s.clone(),
-        Value::Object(o) if o.contains_key("tool") => body.to_string(),
-        Value::Object(o) => match o.get("content") {
-            Some(Value::String(s)) => s.clone(),
-            _ => {
-                return Err(FormatError::new(
-                    Format::Text,
-                    "expected text or a message with string `content`",
-                ));
-            }
-        },
-        _ => {
+        // An assistant message: its text.
+        Value::Object(o) if o.get("content").is_some_and(Value::is_string) && !o.contains_key("tool") => {
+            o.get("content").and_then(Value::as_str).unwrap_or_default().to_owned()
+        }
+        // Any other JSON is the text it spells (a call object, or JSON prose).
+        Value::Null => {
             return Err(FormatError::new(
                 Format::Text,
                 "expected text or a message with string `content`",
             ));
         }
+        other => other.to_string(),
     };
-    let calls = extract(&content).into_iter().collect();
+    let parsed = dialect::parse(&content, dialect);
+    // The echo keeps the calls as the model wrote them (its template reads them back), without
+    // the reasoning.
+    let echo = match &parsed.reasoning {
+        Some(_) if !parsed.calls.is_empty() || !parsed.content.is_empty() => without_reasoning(&content),
+        _ => content.clone(),
+    };
     Ok(Answer {
         format: Format::Text,
-        message: json!({"role": "assistant", "content": content}),
-        text: Some(content),
-        calls,
+        message: json!({"role": "assistant", "content": echo}),
+        text: Some(parsed.content),
+        calls: parsed.calls,
         cut_off: false,
+        reasoning: parsed.reasoning,
+        dialect: parsed.dialect,
     })
 }
 
-/// The call in `content`, if the content is one.
-fn extract(content: &str) -> Option<RawCall> {
-    let trimmed = content.trim();
-    let candidate = if trimmed.starts_with('{') {
-        trimmed
-    } else {
-        fenced_block(trimmed)?
-    };
-    let (value, repair) = repair_json(candidate).ok()?;
-    // The object must stand alone: prose around it makes it a quotation, not a call.
-    if repair.as_ref().is_some_and(|r| {
-        r.actions
-            .iter()
-            .any(|a| a == "dropped_trailing_text" || a == "skipped_leading_text")
-    }) {
-        return None;
-    }
-    let Value::Object(mut obj) = value else {
-        return None;
-    };
-    let name = match obj.remove("tool").or_else(|| obj.remove("tool_name")) {
-        Some(Value::String(s)) => s,
-        _ => return None,
-    };
-    obj.remove("reasoning");
-    let arguments = match obj.remove("parameters").or_else(|| obj.remove("arguments")) {
-        Some(Value::String(s)) => RawArguments::Text(s),
-        Some(v) => RawArguments::Json(v),
-        None => RawArguments::Missing,
-    };
-    Some(RawCall {
-        id: None,
-        name: Some(name),
-        arguments,
-        extra: obj,
-        repair,
-    })
-}
-
-/// The body of the single fenced block that ends the content after a short preface.
-fn fenced_block(content: &str) -> Option<&str> {
-    let start = content.find("```")?;
-    if start > MAX_PREFACE {
-        return None;
-    }
-    let after_open = &content[start + 3..];
-    let body_start = after_open.find('\n')? + 1;
-    let rest = &after_open[body_start..];
-    let end = rest.find("```")?;
-    let trailing = &rest[end + 3..];
-    if !trailing.trim().is_empty() {
-        return None;
-    }
-    Some(rest[..end].trim())
+/// The text after a leading reasoning block, as the family parsers split it.
+fn without_reasoning(content: &str) -> String {
+    dialect::after_reasoning(content).trim_start().to_owned()
 }
 
 pub(super) fn assistant(answer: &Answer) -> Vec<Value> {
@@ -129,35 +79,35 @@ pub(super) fn tools(tools: &[ToolView<'_>]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::formats::RawArguments;
 
     #[test]
-    fn a_bare_object_is_a_call() {
-        let a = parse(&json!(
-            r#"{"tool": "read_file", "parameters": {"path": "a"}, "reasoning": "look"}"#
-        ))
+    fn toolgate_s_object_and_family_calls_read_in_text() {
+        let a = parse(
+            &json!(r#"{"tool": "read_file", "parameters": {"path": "a"}, "reasoning": "look"}"#),
+            Dialect::Auto,
+        )
+        .unwrap();
+        assert_eq!(a.calls[0].arguments, RawArguments::Json(json!({"path": "a"})));
+        let a = parse(
+            &json!({"tool": "read_file", "parameters": {"path": "a"}}),
+            Dialect::Auto,
+        )
         .unwrap();
         assert_eq!(a.calls.len(), 1);
-        assert_eq!(a.calls[0].name.as_deref(), Some("read_file"));
-        assert_eq!(a.calls[0].arguments, RawArguments::Json(json!({"path": "a"})));
-    }
-
-    #[test]
-    fn a_fenced_block_after_a_short_preface_is_a_call() {
-        let text = "I will read it.\n```json\n{\"tool\": \"read_file\", \"parameters\": {\"path\": \"a\"}}\n```\n";
-        let a = parse(&json!(text)).unwrap();
+        let a = parse(&json!("<think>the file</think>\n<tool_call>\n{\"name\": \"read_file\", \"arguments\": {\"path\": \"a\"}}\n</tool_call>"), Dialect::Auto).unwrap();
         assert_eq!(a.calls.len(), 1);
+        assert_eq!(a.reasoning.as_deref(), Some("the file"));
+        assert_eq!(a.dialect, Some(Dialect::Hermes));
+        assert!(!a.message["content"].as_str().unwrap().contains("the file"));
     }
 
     #[test]
-    fn json_quoted_inside_prose_is_not_a_call() {
-        for text in [
-            "You could answer {\"tool\": \"read_file\", \"parameters\": {}} but I will not.",
-            "Example:\n```json\n{\"tool\": \"read_file\"}\n```\nand then more prose after it.",
-            "```json\n{\"tool\": \"a\"}\n```\n```json\n{\"tool\": \"b\"}\n```",
-            "{\"answer\": 42}",
-            "{\"tool\": \"read_file\", \"parameters\": {}} is what you would send.",
-        ] {
-            assert!(parse(&json!(text)).unwrap().calls.is_empty(), "{text}");
+    fn json_prose_is_a_final_answer() {
+        for body in [json!({"answer": 42}), json!("{\"answer\": 42}"), json!([1, 2])] {
+            let a = parse(&body, Dialect::Auto).unwrap();
+            assert!(a.calls.is_empty(), "{body}");
+            assert!(a.text.unwrap().contains(['4', '1']));
         }
     }
 }
