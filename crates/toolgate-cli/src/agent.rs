@@ -12,6 +12,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use toolgate_core::agent::ModelRouter;
+use toolgate_core::formats::Dialect;
 use toolgate_core::{Agent, AgentConfig, AgentRun, Engine, Model, ModelError, Session};
 use toolgate_llm::{ModelOptions, Replay, ReplayOptions};
 
@@ -46,6 +47,10 @@ pub struct AgentArgs {
     /// Describe tools in the prompt instead of native tool calling (models without tools).
     #[arg(long)]
     pub text_tools: bool,
+    /// How calls written in the model's text are read: auto (default), hermes, qwen3-coder,
+    /// deepseek, llama, mistral, gpt-oss, kimi, glm, gemma, toolgate, or a model family's name.
+    #[arg(long, value_name = "DIALECT")]
+    pub dialect: Option<Dialect>,
 }
 
 /// A tool's model override: `provider:model` is a new model with the same options; a bare name is
@@ -85,6 +90,13 @@ fn model(args: &mut AgentArgs, section: &AgentSection) -> Result<(Arc<dyn Model>
         base_url: args.base_url.clone().or_else(|| section.base_url.clone()),
         stream: section.stream.unwrap_or(defaults.stream),
         native_tools: !args.text_tools && section.native_tools.unwrap_or(true),
+        dialect: match (args.dialect, &section.dialect) {
+            (Some(d), _) => d,
+            (None, Some(name)) => name
+                .parse()
+                .map_err(|e| anyhow!("invalid configuration: [agent] dialect: {e}"))?,
+            (None, None) => Dialect::Auto,
+        },
         max_tokens: section.max_tokens.unwrap_or(defaults.max_tokens),
         record: args.record.clone(),
         ..defaults

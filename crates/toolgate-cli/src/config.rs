@@ -65,6 +65,9 @@ pub struct AgentSection {
     pub warn_iterations: Option<u32>,
     /// Native tool calling (default true); false uses the text fallback on Chat-style servers.
     pub native_tools: Option<bool>,
+    /// How calls written in the model's text are read: a dialect (`hermes`, `deepseek`, …) or
+    /// the model family's name (`qwen3`, `llama4`…); default: found from the text.
+    pub dialect: Option<String>,
     /// Stream answers (default true).
     pub stream: Option<bool>,
     /// Anthropic's `max_tokens` (default 4096).

@@ -18,6 +18,7 @@ use std::io::{Read, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
+use toolgate_core::formats::Dialect;
 use toolgate_core::permit::{ApproveAll, Approver, Policy};
 use toolgate_core::rules::{Layer, LayerSource};
 use toolgate_core::store::{JournalFilter, JournalRow, Store};
@@ -94,6 +95,21 @@ enum Command {
         /// openai, responses, anthropic, gemini or text (default: detected from the answer).
         #[arg(long)]
         format: Option<Format>,
+        /// The text format of calls written in the answer's text: auto (default), toolgate,
+        /// hermes, qwen3-coder, deepseek, llama, mistral, gpt-oss, kimi, glm, gemma, or a
+        /// model's name (qwen3, deepseek-v3.1, llama4…).
+        #[arg(long, value_name = "DIALECT", default_value = "auto")]
+        dialect: Dialect,
+    },
+    /// Reads a model answer on stdin and prints what stage 1 makes of it (its calls, content,
+    /// reasoning, format and dialect) without running anything.
+    Parse {
+        /// openai, responses, anthropic, gemini or text (default: detected from the answer).
+        #[arg(long)]
+        format: Option<Format>,
+        /// The text format of the calls (default: found from the text); see `exec --dialect`.
+        #[arg(long, value_name = "DIALECT", default_value = "auto")]
+        dialect: Dialect,
     },
     /// Lists the audit journal, newest first.
     Audit(AuditArgs),
@@ -249,8 +265,13 @@ async fn run(cli: Cli) -> Result<ExitCode> {
         .check()
         .map_err(|e| anyhow!("invalid configuration: {e}"))?;
     let store = match &cli.command {
-        Command::Tools { .. } | Command::Trust { .. } => None,
-        _ => Some(open_store(cli.store.as_deref(), &config, &engine_config).await?),
+        Command::Tools { .. } | Command::Trust { .. } | Command::Parse { .. } => None,
+        // A full result behind a `read_result` handle is reachable only from its session: without
+        // `--session` no later process can name it, so it stays in this process, not the store.
+        Command::Call { .. } | Command::Exec { .. } | Command::Agent(_) if cli.session.is_none() => {
+            Some(open_store(cli.store.as_deref(), &config, &engine_config, false).await?)
+        }
+        _ => Some(open_store(cli.store.as_deref(), &config, &engine_config, true).await?),
     };
     if let (Command::Audit(args), Some(store)) = (&cli.command, &store) {
         return audit(args, cli.session.as_deref(), store.as_ref()).await;
@@ -398,7 +419,8 @@ async fn run(cli: Cli) -> Result<ExitCode> {
         }
         Command::Call { tool, args } => call(&engine, &session, tool, args.as_deref()).await,
         Command::Check { tool, args } => check(&engine, &session, &tool, args.as_deref()),
-        Command::Exec { format } => exec(&engine, &session, format).await,
+        Command::Exec { format, dialect } => exec(&engine, &session, format, dialect).await,
+        Command::Parse { format, dialect } => parse_answer(&engine, format, dialect),
         Command::Agent(args) => match ui {
             Some(ui) => agent::run(args, &config.agent, engine.clone(), session.clone(), ui).await,
             None => Ok(ExitCode::from(2)),
@@ -426,11 +448,13 @@ fn engine_timeout(config: &config::Config) -> std::time::Duration {
 }
 
 /// Opens the state store (`--store`, else `[store] url`, else SQLite under the data directory),
-/// applies retention and reports calls an earlier process left running.
+/// applies retention and reports calls an earlier process left running. `keep_results`: full
+/// results are written to the store (else they stay in this process).
 async fn open_store(
     flag: Option<&str>,
     config: &config::Config,
     engine: &toolgate_core::EngineConfig,
+    keep_results: bool,
 ) -> Result<Arc<dyn Store>> {
     let url = match flag.or(config.store.url.as_deref()) {
         Some(text) => StoreUrl::parse(text)?,
@@ -449,6 +473,11 @@ async fn open_store(
             config::DurabilitySetting::Normal => Durability::Normal,
         },
         results_per_session: engine.results_per_session,
+        result_max_bytes: if keep_results {
+            StoreOptions::default().result_max_bytes
+        } else {
+            0
+        },
         ..StoreOptions::default()
     };
     let store = toolgate_store::open(&url, &options).await?;
@@ -614,7 +643,58 @@ async fn call(engine: &Arc<Engine>, session: &Arc<Session>, tool: String, args: 
     Ok(if ok { ExitCode::SUCCESS } else { ExitCode::from(1) })
 }
 
-async fn exec(engine: &Arc<Engine>, session: &Arc<Session>, format: Option<Format>) -> Result<ExitCode> {
+async fn exec(
+    engine: &Arc<Engine>,
+    session: &Arc<Session>,
+    format: Option<Format>,
+    dialect: Dialect,
+) -> Result<ExitCode> {
+    let answer = read_answer(format, dialect)?;
+    let turn = engine.run_turn(session, &answer, TurnOptions::default()).await;
+    print_json(&json!({"messages": turn.messages, "status": turn.status.as_str()}))?;
+    Ok(match turn.status {
+        TurnStatus::Aborted(_) => ExitCode::from(1),
+        _ => ExitCode::SUCCESS,
+    })
+}
+
+/// `toolgate parse`: stage 1 alone, as JSON.
+fn parse_answer(engine: &Engine, format: Option<Format>, dialect: Dialect) -> Result<ExitCode> {
+    let answer = read_answer(format, dialect)?;
+    let registry = engine.registry();
+    let calls: Vec<Value> = answer
+        .calls
+        .iter()
+        .map(
+            |raw| match toolgate_core::parse::normalize(raw, &registry, answer.cut_off) {
+                Ok(call) => json!({
+                    "id": call.id.as_str(),
+                    "name": call.name.as_str(),
+                    "arguments": call.arguments,
+                    "repairs": call.repair.map(|r| r.actions).unwrap_or_default(),
+                }),
+                Err(bad) => json!({
+                    "id": bad.id.as_str(),
+                    "name": bad.name,
+                    "error": {"type": bad.error.kind.as_str(), "message": bad.error.message},
+                }),
+            },
+        )
+        .collect();
+    print_json(&json!({
+        "calls": calls,
+        "content": answer.text.filter(|t| !t.is_empty()),
+        "reasoning": answer.reasoning,
+        "format": answer.format.as_str(),
+        "dialect": answer.dialect.map(Dialect::as_str),
+    }))?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Reads the model answer on stdin: a provider's JSON body or message in `format` (detected
+/// when not given), or text. Text is read by the family parsers, JSON that is no provider
+/// answer is text too, and so is anything that is not JSON.
+fn read_answer(format: Option<Format>, dialect: Dialect) -> Result<Answer> {
     let mut input = String::new();
     std::io::stdin()
         .take(MAX_STDIN + 1)
@@ -628,26 +708,21 @@ async fn exec(engine: &Arc<Engine>, session: &Arc<Session>, format: Option<Forma
     }
     let parsed = serde_json::from_str::<Value>(&input);
     let (format, body) = match (format, parsed) {
-        (Some(Format::Mcp), _) => bail!("exec reads model answers; --format mcp is only for `toolgate tools`"),
-        (Some(Format::Text), Ok(v @ Value::Object(_))) => (Format::Text, v),
+        (Some(Format::Mcp), _) => bail!("this reads model answers; --format mcp is only for `toolgate tools`"),
+        // A message with text content is read for its content; any other input is the text.
+        (Some(Format::Text), Ok(v @ Value::Object(_))) if v.get("content").is_some_and(Value::is_string) => {
+            (Format::Text, v)
+        }
+        // A JSON string is the text it holds (a model answer logged as a JSON string).
+        (Some(Format::Text) | None, Ok(v @ Value::String(_))) => (Format::Text, v),
         (Some(Format::Text), _) => (Format::Text, Value::String(input)),
         (Some(f), Ok(v)) => (f, v),
         (Some(f), Err(e)) => bail!("stdin is not a JSON {} model answer: {e}", f.as_str()),
-        (None, Ok(v)) => (Format::detect(&v), v),
-        (None, Err(e)) if looks_like_json(&input) => bail!("stdin is not valid JSON: {e}"),
-        (None, Err(_)) => (Format::Text, Value::String(input)),
+        (None, Ok(v @ Value::Object(_))) => (Format::detect(&v), v),
+        // A JSON string, number or list is text (a pythonic or JSON call list, or prose).
+        (None, _) => (Format::Text, Value::String(input)),
     };
-    let answer = Answer::parse(format, &body).map_err(|e| anyhow!(e))?;
-    let turn = engine.run_turn(session, &answer, TurnOptions::default()).await;
-    print_json(&json!({"messages": turn.messages, "status": turn.status.as_str()}))?;
-    Ok(match turn.status {
-        TurnStatus::Aborted(_) => ExitCode::from(1),
-        _ => ExitCode::SUCCESS,
-    })
-}
-
-fn looks_like_json(input: &str) -> bool {
-    matches!(input.trim_start().as_bytes().first(), Some(b'{' | b'['))
+    Answer::parse_with(format, &body, dialect).map_err(|e| anyhow!(e))
 }
 
 fn print_json(value: &Value) -> Result<()> {

@@ -236,11 +236,11 @@ fn bad_input_gets_one_clear_line_and_exit_2() {
         .unwrap();
     assert_usage_error(&out, "not a JSON openai model answer");
     let out = toolgate(ws.path())
-        .arg("exec")
+        .args(["exec", "--format", "openai"])
         .write_stdin("{\"choices\": [")
         .output()
         .unwrap();
-    assert_usage_error(&out, "not valid JSON");
+    assert_usage_error(&out, "not a JSON openai model answer");
     let out = toolgate(ws.path())
         .args(["exec", "--format", "anthropic"])
         .write_stdin("{\"role\": \"assistant\"}")
@@ -248,8 +248,16 @@ fn bad_input_gets_one_clear_line_and_exit_2() {
         .unwrap();
     assert_usage_error(&out, "no `content` array");
     let deep = "[".repeat(100_000) + &"]".repeat(100_000);
-    let out = toolgate(ws.path()).arg("exec").write_stdin(deep).output().unwrap();
+    let out = toolgate(ws.path())
+        .args(["exec", "--format", "openai"])
+        .write_stdin(deep.clone())
+        .output()
+        .unwrap();
     assert_usage_error(&out, "recursion limit");
+    // Without a format, text that is no JSON answer is a final answer, however deep.
+    let out = toolgate(ws.path()).arg("exec").write_stdin(deep).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(json_out(&out)["status"], "final_answer");
     let out = toolgate(ws.path())
         .args(["call", "read_file", "{\"path\": "])
         .output()

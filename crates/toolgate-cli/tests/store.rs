@@ -185,6 +185,53 @@ fn one_session_shares_full_results_across_processes() {
     assert_eq!(third.status.code(), Some(1));
 }
 
+/// Rows in the store's `results` table.
+fn stored_results(db: &Path) -> i64 {
+    use sqlx::Connection;
+    let url = format!("sqlite://{}", db.display());
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let mut conn = sqlx::SqliteConnection::connect(&url).await.unwrap();
+        sqlx::query_scalar("SELECT count(*) FROM results")
+            .fetch_one(&mut conn)
+            .await
+            .unwrap()
+    })
+}
+
+#[test]
+fn a_call_without_a_session_keeps_its_full_result_out_of_the_store() {
+    let ws = workspace();
+    let big: String = (0..400).map(|i| format!("line {i} of a long file\n")).collect();
+    std::fs::write(ws.path().join("big.txt"), big).unwrap();
+    let path = ws.path().join("r.db");
+    let db = format!("sqlite://{}", path.display());
+    let call = |session: Option<&str>| {
+        let mut cmd = toolgate(ws.path());
+        cmd.env("TOOLGATE_ENGINE_BUDGET_BYTES", "600").args(["--store", &db]);
+        if let Some(s) = session {
+            cmd.args(["--session", s]);
+        }
+        let out = cmd
+            .args(["call", "read_file", r#"{"path": "big.txt"}"#])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert!(regex_handle(&String::from_utf8_lossy(&out.stdout)).is_some());
+    };
+    // No later process can name this session, so nothing is written for it (it once kept every
+    // large result of every session-less call for 24 h, and each start swept them).
+    call(None);
+    call(None);
+    assert_eq!(stored_results(&path), 0);
+    // A named session keeps its results for the next process.
+    call(Some("kept"));
+    assert_eq!(stored_results(&path), 1);
+}
+
 fn regex_handle(text: &str) -> Option<String> {
     let at = text.find("handle=")? + "handle=".len();
     Some(text[at..].chars().take_while(|c| c.is_ascii_alphanumeric()).collect())
