@@ -154,6 +154,8 @@ pub struct StoreSection {
     /// `sqlite://PATH`, `postgres://…` or `memory` (default: SQLite under the data directory;
     /// `--store` wins).
     pub url: Option<String>,
+    /// How long a write a call waits for is retried while the store is away (default 5000).
+    pub write_timeout_ms: Option<u64>,
 }
 
 /// `[audit]`.

@@ -478,6 +478,10 @@ async fn open_store(
         } else {
             0
         },
+        write_timeout: config
+            .store
+            .write_timeout_ms
+            .map_or(StoreOptions::default().write_timeout, std::time::Duration::from_millis),
         ..StoreOptions::default()
     };
     let store = toolgate_store::open(&url, &options).await?;

@@ -18,6 +18,16 @@ use std::time::{Duration, SystemTime};
 #[error("state store: {0}")]
 pub struct StoreError(pub String);
 
+/// Writes nobody waited for (journal rows of read-only calls) that a store has not committed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Backlog {
+    /// Held while the database refuses them (it is away, or its disk is full), to be retried.
+    pub held: usize,
+    /// Dropped since the store opened (more were held than the bound, or one was refused where
+    /// others were taken); each is also logged.
+    pub lost: u64,
+}
+
 /// One journal row, keyed by (session, call id).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct JournalRow {
@@ -141,6 +151,10 @@ pub trait Store: ResultStore {
     /// Waits until every write made so far is durable (before a process exits).
     async fn flush(&self) -> Result<(), StoreError> {
         Ok(())
+    }
+    /// Writes nobody waited for that are not committed yet, or were dropped.
+    fn backlog(&self) -> Backlog {
+        Backlog::default()
     }
     /// Records a grant (a rule's text) for the session, until `expires`.
     async fn grant_put(&self, session: &SessionId, rule: &str, expires: Option<SystemTime>) -> Result<(), StoreError>;

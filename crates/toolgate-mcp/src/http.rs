@@ -457,7 +457,14 @@ async fn health(State(app): State<Arc<App>>) -> Response {
     let probe = SessionId::new("toolgate/healthz");
     let call = toolgate_core::types::CallId::new("healthz");
     let store = match tokio::time::timeout(Duration::from_secs(2), app.store.journal_contains(&probe, &call)).await {
-        Ok(Ok(_)) => json!({"state": "ok"}),
+        Ok(Ok(_)) => match app.store.backlog() {
+            // It answers reads but refuses writes (away, or its disk is full).
+            b if b.held > 0 => json!({
+                "state": "failed",
+                "reason": format!("the store refuses writes: {} journal rows wait to be written", b.held),
+            }),
+            _ => json!({"state": "ok"}),
+        },
         Ok(Err(e)) => json!({"state": "failed", "reason": e.to_string()}),
         Err(_) => json!({"state": "failed", "reason": "the store did not answer within 2 s"}),
     };
@@ -495,7 +502,7 @@ async fn metrics_text(State(app): State<Arc<App>>) -> Response {
     (
         StatusCode::OK,
         [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
-        app.metrics.render(pending),
+        app.metrics.render(pending, app.store.backlog()),
     )
         .into_response()
 }

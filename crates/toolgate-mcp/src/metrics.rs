@@ -44,7 +44,7 @@ impl Metrics {
     }
 
     /// The Prometheus text exposition (version 0.0.4).
-    pub fn render(&self, approvals_pending: Option<usize>) -> String {
+    pub fn render(&self, approvals_pending: Option<usize>, backlog: toolgate_core::store::Backlog) -> String {
         let mut out = String::new();
         out.push_str("# HELP toolgate_calls_total Tool calls finished, by tool and outcome.\n");
         out.push_str("# TYPE toolgate_calls_total counter\n");
@@ -88,6 +88,12 @@ impl Metrics {
             out.push_str("# TYPE toolgate_approvals_pending gauge\n");
             let _ = writeln!(out, "toolgate_approvals_pending {n}");
         }
+        out.push_str("# HELP toolgate_store_writes_held Journal rows the store refused, held to be retried.\n");
+        out.push_str("# TYPE toolgate_store_writes_held gauge\n");
+        let _ = writeln!(out, "toolgate_store_writes_held {}", backlog.held);
+        out.push_str("# HELP toolgate_store_writes_lost_total Journal rows dropped after the store refused them.\n");
+        out.push_str("# TYPE toolgate_store_writes_lost_total counter\n");
+        let _ = writeln!(out, "toolgate_store_writes_lost_total {}", backlog.lost);
         out
     }
 }

@@ -110,6 +110,9 @@ pub struct StoreOptions {
     pub max_connections: u32,
     /// How long to wait for a PostgreSQL server to answer.
     pub connect_timeout: Duration,
+    /// How long a write someone waits for (the row of a call that is not read-only, a grant, an
+    /// ask) is retried while the database is away, before it fails.
+    pub write_timeout: Duration,
 }
 
 impl Default for StoreOptions {
@@ -123,6 +126,7 @@ impl Default for StoreOptions {
             results_per_session: 64,
             max_connections: 4,
             connect_timeout: Duration::from_secs(5),
+            write_timeout: Duration::from_secs(5),
         }
     }
 }
@@ -212,7 +216,11 @@ pub async fn open_sqlite(path: &Path, options: &StoreOptions) -> Result<SqlStore
     })
     .await
     .map_err(|e| sqlx_error(&at, e))?;
-    let writer = writer::Writer::spawn(SqliteWriter(conn), options.group_delay);
+    let db = SqliteWriter {
+        conn: Some(conn),
+        connect: connect.clone(),
+    };
+    let writer = writer::Writer::spawn(db, options.group_delay, options.write_timeout);
     let store = SqlStore::new(Reader::Sqlite(pool), writer, limits(options), at.clone());
     store.sweep().await.map_err(|e| open_error(&at, e.0))?;
     Ok(store)
@@ -248,7 +256,7 @@ pub async fn open_postgres(url: &str, options: &StoreOptions) -> Result<SqlStore
         .await
         .map_err(|e| sqlx_error(&at, e))?;
     migrate_postgres(&pool).await.map_err(|e| sqlx_error(&at, e))?;
-    let writer = writer::Writer::spawn(PgWriter(pool.clone()), options.group_delay);
+    let writer = writer::Writer::spawn(PgWriter(pool.clone()), options.group_delay, options.write_timeout);
     let store = SqlStore::new(Reader::Postgres(pool), writer, limits(options), at.clone());
     store.sweep().await.map_err(|e| open_error(&at, e.0))?;
     Ok(store)

@@ -553,16 +553,36 @@ pub(crate) enum Reader {
 
 /// The SQLite writer: one connection, `BEGIN IMMEDIATE` so a writer waits for the lock up front
 /// (under the busy timeout) instead of failing when it upgrades a read.
-pub(crate) struct SqliteWriter(pub(crate) sqlx::SqliteConnection);
+///
+/// A failed transaction closes the connection and the next write opens a new one: a commit that
+/// fails (a full disk) can leave the connection inside a transaction that SQLite has already
+/// rolled back, and every later write would then fail until the process restarted.
+pub(crate) struct SqliteWriter {
+    pub(crate) conn: Option<sqlx::SqliteConnection>,
+    pub(crate) connect: sqlx::sqlite::SqliteConnectOptions,
+}
 
 #[async_trait]
 impl Apply for SqliteWriter {
     async fn apply(&mut self, ops: &[&Op]) -> Result<Vec<u64>, sqlx::Error> {
-        use sqlx::Connection;
-        let mut tx = self.0.begin_with("BEGIN IMMEDIATE").await?;
-        let counts = lite::run_steps(&mut tx, ops).await?;
-        tx.commit().await?;
-        Ok(counts)
+        use sqlx::{ConnectOptions, Connection};
+        let conn = match &mut self.conn {
+            Some(conn) => conn,
+            None => self.conn.insert(self.connect.connect().await?),
+        };
+        let result = async {
+            let mut tx = conn.begin_with("BEGIN IMMEDIATE").await?;
+            let counts = lite::run_steps(&mut tx, ops).await?;
+            tx.commit().await?;
+            Ok(counts)
+        }
+        .await;
+        if result.is_err()
+            && let Some(conn) = self.conn.take()
+        {
+            let _ = conn.close().await;
+        }
+        result
     }
 }
 
@@ -722,6 +742,13 @@ impl Store for SqlStore {
     }
     fn durable(&self) -> bool {
         true
+    }
+    fn backlog(&self) -> toolgate_core::store::Backlog {
+        use std::sync::atomic::Ordering;
+        toolgate_core::store::Backlog {
+            held: self.writer.backlog.held.load(Ordering::Relaxed),
+            lost: self.writer.backlog.lost.load(Ordering::Relaxed),
+        }
     }
     async fn flush(&self) -> Result<(), StoreError> {
         self.writer.flush().await
