@@ -368,16 +368,28 @@ async fn execute(
         );
     }
     let session = app.gateway.rest_session(&principal, session_id.as_deref()).await;
-    let turn = app
-        .gateway
-        .engine
-        .run_turn(&session, &answer, TurnOptions::default())
-        .await;
-    if session_id.is_some()
-        && let Err(e) = session.save_guards().await
-    {
-        tracing::warn!(error = %e, "could not keep the session's loop detector and error count");
-    }
+    // The turn runs in a task of its own and this request holds its stop: a client that goes
+    // away drops this handler, which cancels the turn, and the task still records every call
+    // (canceled) instead of leaving its row `started` and the call counted in flight.
+    let cancel = tokio_util::sync::CancellationToken::new();
+    let _stop_when_gone = cancel.clone().drop_guard();
+    let engine = app.gateway.engine.clone();
+    let named = session_id.is_some();
+    let turn = tokio::spawn(async move {
+        let options = TurnOptions {
+            cancel: Some(cancel),
+            ..TurnOptions::default()
+        };
+        let turn = engine.run_turn(&session, &answer, options).await;
+        if named && let Err(e) = session.save_guards().await {
+            tracing::warn!(error = %e, "could not keep the session's loop detector and error count");
+        }
+        (turn, session)
+    });
+    let (turn, session) = match turn.await {
+        Ok(done) => done,
+        Err(e) => return error(StatusCode::INTERNAL_SERVER_ERROR, format!("the turn failed: {e}")),
+    };
     let shown = crate::server::unscoped(&principal, session.id().as_str()).to_owned();
     json_response(
         StatusCode::OK,

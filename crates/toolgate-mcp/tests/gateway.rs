@@ -395,6 +395,52 @@ async fn the_rest_face_executes_lists_audits_and_reports() {
     gw.stop().await;
 }
 
+/// Waits (bounded) until the gateway has `n` calls in flight.
+async fn until_in_flight(gw: &Running, n: usize) {
+    for _ in 0..1_000 {
+        if gw.metrics.in_flight() == n {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("{} calls in flight, waited for {n}", gw.metrics.in_flight());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rest_caller_that_goes_away_cancels_its_call_and_its_row_is_closed() {
+    // A 60 s limit: the call can only end sooner by being canceled.
+    let gw = start("127.0.0.1:0", Some(CLIENT), 60_000).await;
+    let answer = json!({"role": "assistant", "content": null, "tool_calls": [
+        {"id": "h1", "type": "function", "function": {"name": "fx__hang", "arguments": "{}"}}
+    ]});
+    let url = gw.url("/v1/execute?session=gone");
+    let caller = tokio::spawn(async move {
+        reqwest::Client::new()
+            .post(url)
+            .bearer_auth(CLIENT)
+            .json(&answer)
+            .send()
+            .await
+    });
+    until_in_flight(&gw, 1).await;
+    caller.abort(); // the connection closes with the request unanswered
+    until_in_flight(&gw, 0).await;
+    let audit: Value = reqwest::Client::new()
+        .get(gw.url("/v1/audit?session=gone"))
+        .bearer_auth(CLIENT)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let rows = audit["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 1, "{audit}");
+    assert_eq!(rows[0]["call_id"], "h1");
+    assert_eq!(rows[0]["outcome"], "canceled", "{audit}");
+    gw.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn attacks_are_refused() {
     // Bound to every interface, reached over loopback only.
