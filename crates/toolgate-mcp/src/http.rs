@@ -296,7 +296,63 @@ async fn guard(State(app): State<Arc<App>>, request: Request<Body>, next: Next) 
     };
     let mut request = request;
     request.extensions_mut().insert(caller);
+    if path == "/mcp" && request.method() == axum::http::Method::POST {
+        return with_disconnect(request, next).await;
+    }
     next.run(request).await
+}
+
+/// Cancelled when the client of an MCP POST goes away before its response has been sent: the
+/// request is dropped before it is answered, or its response stream is dropped before its end.
+/// The `tools/call` handler finds it in the request's parts and stops the call with it.
+#[derive(Clone, Debug)]
+pub struct Disconnect(pub CancellationToken);
+
+async fn with_disconnect(mut request: Request<Body>, next: Next) -> Response {
+    let token = CancellationToken::new();
+    request.extensions_mut().insert(Disconnect(token.clone()));
+    let guard = token.drop_guard();
+    let response = next.run(request).await;
+    let (parts, body) = response.into_parts();
+    Response::from_parts(
+        parts,
+        Body::new(UntilEnd {
+            body,
+            guard: Some(guard),
+        }),
+    )
+}
+
+/// A response body that fires its guard when dropped before its last frame.
+struct UntilEnd {
+    body: Body,
+    guard: Option<tokio_util::sync::DropGuard>,
+}
+
+impl http_body::Body for UntilEnd {
+    type Data = Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<Bytes>, axum::Error>>> {
+        let polled = std::pin::Pin::new(&mut self.body).poll_frame(cx);
+        if let std::task::Poll::Ready(None) = polled
+            && let Some(guard) = self.guard.take()
+        {
+            guard.disarm();
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.body.size_hint()
+    }
 }
 
 #[derive(Deserialize)]

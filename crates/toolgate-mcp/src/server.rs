@@ -22,6 +22,7 @@ use rmcp::{ErrorData as McpError, ServerHandler};
 use serde_json::{Value, json};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
+use tokio_util::sync::CancellationToken;
 use toolgate_core::permit::{Answer as Approval, ApprovalRequest, Approver, DenyAll};
 use toolgate_core::rules::Layer;
 use toolgate_core::tool::ProgressSink;
@@ -327,6 +328,14 @@ pub struct GatewayHandler {
     elicit: Arc<ElicitApprover>,
 }
 
+/// The token an MCP POST's connection cancels when the client goes away (HTTP only).
+fn disconnect_of(extensions: &rmcp::model::Extensions) -> Option<CancellationToken> {
+    extensions
+        .get::<axum::http::request::Parts>()
+        .and_then(|parts| parts.extensions.get::<crate::http::Disconnect>())
+        .map(|d| d.0.clone())
+}
+
 impl GatewayHandler {
     /// The client's toolgate session (made on first use), for the principal its HTTP
     /// request's token named (`local` over stdio or without a token on loopback).
@@ -418,9 +427,23 @@ impl GatewayHandler {
             "params": {"name": request.name, "arguments": request.arguments.map(Value::Object)},
         });
         let answer = Answer::parse(Format::Mcp, &body).map_err(|e| McpError::invalid_params(e.to_string(), None))?;
+        // Stopped by the client's `notifications/cancelled` or by its going away mid-call.
+        let cancel = context.ct.child_token();
+        let _watch = disconnect_of(&context.extensions).map(|gone| {
+            let cancel = cancel.clone();
+            let watching = CancellationToken::new();
+            let done = watching.clone();
+            tokio::spawn(async move {
+                tokio::select! {
+                    () = gone.cancelled() => cancel.cancel(),
+                    () = done.cancelled() => {}
+                }
+            });
+            watching.drop_guard()
+        });
         let options = TurnOptions {
             format: Some(Format::Mcp),
-            cancel: Some(context.ct.clone()),
+            cancel: Some(cancel),
             progress,
             ..TurnOptions::default()
         };

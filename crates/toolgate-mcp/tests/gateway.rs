@@ -442,6 +442,65 @@ async fn a_rest_caller_that_goes_away_cancels_its_call_and_its_row_is_closed() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_mcp_client_that_drops_its_connection_mid_call_cancels_the_call() {
+    let gw = start("127.0.0.1:0", None, 60_000).await;
+    let http = reqwest::Client::new();
+    let post = |body: Value, session: Option<String>| {
+        let mut r = http
+            .post(gw.url("/mcp"))
+            .header("Accept", "application/json, text/event-stream")
+            .json(&body);
+        if let Some(s) = session {
+            r = r.header("Mcp-Session-Id", s);
+        }
+        r.send()
+    };
+    let init = post(
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}),
+        None,
+    )
+    .await
+    .unwrap();
+    let session = init.headers()["mcp-session-id"].to_str().unwrap().to_owned();
+    drop(init);
+    let r = post(
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        Some(session.clone()),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.status(), 202);
+    // The call's response stream is open (headers received), then the client vanishes: no
+    // notifications/cancelled, no DELETE, the connection just closes.
+    let call = post(
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "fx__hang", "arguments": {}}}),
+        Some(session),
+    );
+    let caller = tokio::spawn(async move {
+        let response = call.await;
+        std::future::pending::<()>().await;
+        drop(response);
+    });
+    until_in_flight(&gw, 1).await;
+    caller.abort();
+    until_in_flight(&gw, 0).await;
+    let audit: Value = http
+        .get(gw.url("/v1/audit?tool=fx__hang"))
+        .bearer_auth(APPROVER)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let rows = audit["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 1, "{audit}");
+    assert_eq!(rows[0]["outcome"], "canceled", "{audit}");
+    gw.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn attacks_are_refused() {
     // Bound to every interface, reached over loopback only.
     let gw = start("0.0.0.0:0", Some(CLIENT), 5_000).await;
