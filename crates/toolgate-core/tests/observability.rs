@@ -15,8 +15,11 @@ use tracing_subscriber::layer::{Context, SubscriberExt};
 
 type Spans = Arc<Mutex<Vec<(String, BTreeMap<String, String>)>>>;
 
-/// Records every span's name and fields.
-struct Capture(Spans);
+/// Records every span's name and fields into the capture in progress.
+struct Capture;
+
+/// Where spans go while a test captures: one capture at a time.
+static SINK: Mutex<Option<Spans>> = Mutex::new(None);
 
 struct Fields<'a>(&'a mut BTreeMap<String, String>);
 
@@ -30,35 +33,38 @@ impl Visit for Fields<'_> {
 }
 
 impl<S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>> Layer<S> for Capture {
-    fn on_new_span(&self, attrs: &Attributes<'_>, id: &Id, _: Context<'_, S>) {
+    fn on_new_span(&self, attrs: &Attributes<'_>, _: &Id, _: Context<'_, S>) {
         let mut fields = BTreeMap::new();
         attrs.record(&mut Fields(&mut fields));
-        let mut spans = self.0.lock().unwrap();
-        spans.push((attrs.metadata().name().to_owned(), fields));
-        let _ = id;
+        if let Some(spans) = SINK.lock().unwrap().as_ref() {
+            spans.lock().unwrap().push((attrs.metadata().name().to_owned(), fields));
+        }
     }
     fn on_record(&self, _: &Id, values: &Record<'_>, _: Context<'_, S>) {
         // Fields recorded later belong to the most recent span in these single-span tests.
-        let mut spans = self.0.lock().unwrap();
-        if let Some((_, fields)) = spans.last_mut() {
+        if let Some(spans) = SINK.lock().unwrap().as_ref()
+            && let Some((_, fields)) = spans.lock().unwrap().last_mut()
+        {
             values.record(&mut Fields(fields));
         }
     }
 }
 
-/// One capture at a time: tracing caches each callsite's interest globally, and a callsite first
-/// hit while another test's scoped subscriber is being set up can be cached as uninteresting,
-/// so the span never reaches this test's subscriber (seen once under CI load).
+/// One capture at a time, through one global subscriber installed once: a scoped subscriber
+/// (`set_default`) races tracing's global cache of each callsite's interest — a callsite first
+/// hit while no scoped subscriber existed can stay "never" for the next one, and the span is
+/// missed (1 run in 3 under CI load, even after rebuilding the cache).
 static CAPTURING: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 async fn spans_of(config: EngineConfig, tool: &str) -> Vec<(String, BTreeMap<String, String>)> {
+    static INSTALL: std::sync::Once = std::sync::Once::new();
+    INSTALL.call_once(|| {
+        tracing::subscriber::set_global_default(tracing_subscriber::registry().with(Capture))
+            .expect("the only global subscriber of this test binary");
+    });
     let _one = CAPTURING.lock().await;
     let spans: Spans = Arc::default();
-    let subscriber = tracing_subscriber::registry().with(Capture(spans.clone()));
-    let _guard = tracing::subscriber::set_default(subscriber);
-    // A callsite that another test's engine registered while this subscriber was being made
-    // may have been cached as uninteresting; ask every callsite again now that it exists.
-    tracing::callsite::rebuild_interest_cache();
+    *SINK.lock().unwrap() = Some(spans.clone());
     let failing = Arc::new(FnTool::new("fails", read_only(), |_, _| async {
         Err(ToolError::failed("no"))
     }));
@@ -74,6 +80,7 @@ async fn spans_of(config: EngineConfig, tool: &str) -> Vec<(String, BTreeMap<Str
             TurnOptions::default(),
         )
         .await;
+    *SINK.lock().unwrap() = None;
     spans.lock().unwrap().clone()
 }
 
