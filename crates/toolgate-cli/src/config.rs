@@ -205,7 +205,8 @@ pub struct Exposure {
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Approval {
-    /// How long an ask waits for an answer, in milliseconds (default: the engine's 120000).
+    /// How long an ask waits for an answer, in milliseconds (default: 120000, and 50000 for
+    /// `serve`, below the MCP clients' request timeouts).
     pub timeout_ms: Option<u64>,
     /// Who answers the gateway's asks: `queue` (the HTTP approval queue, the default for
     /// HTTP), `elicitation` (the MCP client that made the call) or `deny`.

@@ -246,8 +246,13 @@ async fn run(cli: Cli) -> Result<ExitCode> {
     let upstreams = config::mcp_servers(&config, &workspace, engine_timeout(&config))?;
     let hooks = hooks::build(&config.hooks).map_err(|e| anyhow!("invalid configuration: {e}"))?;
     let mut engine_config = config.engine.clone();
-    if let Some(ms) = config.approval.timeout_ms {
-        engine_config.approval_timeout_ms = ms;
+    match config.approval.timeout_ms {
+        Some(ms) => engine_config.approval_timeout_ms = ms,
+        // A gateway's ask must end before its client gives up on the request (the TypeScript
+        // SDK at 60 s, without resetting on progress by default): else an answer given after
+        // that runs the tool for nobody.
+        None if matches!(cli.command, Command::Serve(_)) => engine_config.approval_timeout_ms = GATEWAY_ASK_MS,
+        None => {}
     }
     engine_config.features.extend(config.exposure.features.iter().cloned());
     if let Some(turns) = config.exposure.retain_turns {
@@ -443,6 +448,9 @@ async fn run(cli: Cli) -> Result<ExitCode> {
 }
 
 /// The engine's per-attempt timeout (upstream tools without their own use it).
+/// How long a gateway's ask waits by default: below the common MCP clients' request timeouts.
+const GATEWAY_ASK_MS: u64 = 50_000;
+
 fn engine_timeout(config: &config::Config) -> std::time::Duration {
     std::time::Duration::from_millis(config.engine.timeout_ms)
 }

@@ -106,10 +106,15 @@ pub fn parse_answer(body: &Value) -> Result<Answer, String> {
     })
 }
 
-/// The ask as the queue shows it.
-pub fn describe(session: &str, request: &ApprovalRequest) -> Value {
+/// The ask as the queue shows it, from `asker`, asked now and expiring after `timeout`.
+pub fn describe(asker: &QueueApprover, request: &ApprovalRequest) -> Value {
+    let now = std::time::SystemTime::now();
     json!({
-        "session_id": session,
+        "session_id": asker.session,
+        "principal": asker.principal,
+        "client": asker.client,
+        "created_at": toolgate_core::audit::rfc3339(now),
+        "expires_at": toolgate_core::audit::rfc3339(now + asker.timeout),
         "call_id": request.call.id.as_str(),
         "tool": request.call.name.as_str(),
         "arguments": toolgate_core::redact::redact_value(&request.arguments()),
@@ -125,6 +130,12 @@ pub struct QueueApprover {
     pub queue: Arc<Queue>,
     /// The session asking.
     pub session: String,
+    /// Whose session it is.
+    pub principal: String,
+    /// The client program (an MCP client's `clientInfo.name`, `rest` for `/v1/execute`).
+    pub client: String,
+    /// How long an ask waits before it is refused (the engine's approval timeout).
+    pub timeout: Duration,
 }
 
 /// Removes a finished ask from the store and the waiters, whatever ended the wait.
@@ -168,7 +179,7 @@ impl Approver for QueueApprover {
         let record = PendingRecord {
             id: id.clone(),
             session_id: self.session.clone(),
-            request: describe(&self.session, request),
+            request: describe(self, request),
             answer: None,
         };
         if let Err(e) = self.queue.store.approval_put(&record).await {

@@ -237,7 +237,13 @@ impl Gateway {
     /// (`NAME/ID`, so its grants, handles and audit rows are the principal's own), the
     /// principal's rules first, this gateway's approver (elicitation asks go to `elicit` when
     /// given), followed for grant revocation and shutdown.
-    fn new_session(&self, principal: &str, id: Option<&str>, elicit: Option<Arc<ElicitApprover>>) -> Arc<Session> {
+    fn new_session(
+        &self,
+        principal: &str,
+        client: &str,
+        id: Option<&str>,
+        elicit: Option<Arc<ElicitApprover>>,
+    ) -> Arc<Session> {
         let mut options = (self.sessions)();
         let generated = toolgate_core::SessionId::generate();
         let id = scoped(principal, id.unwrap_or(generated.as_str()));
@@ -254,6 +260,9 @@ impl Gateway {
             (Via::Queue, Some(queue), _) => Arc::new(QueueApprover {
                 queue: queue.clone(),
                 session: id.to_string(),
+                principal: principal.to_owned(),
+                client: client.to_owned(),
+                timeout: std::time::Duration::from_millis(self.engine.config().approval_timeout_ms),
             }),
             _ => Arc::new(DenyAll),
         };
@@ -271,7 +280,7 @@ impl Gateway {
     /// a fresh one.
     pub async fn rest_session(&self, principal: &str, id: Option<&str>) -> Arc<Session> {
         let named = id.is_some();
-        let session = self.new_session(principal, id, None);
+        let session = self.new_session(principal, "rest", id, None);
         if named && let Err(e) = session.load_grants().await {
             tracing::warn!(error = %e, "could not load the session's grants");
         }
@@ -351,7 +360,20 @@ impl GatewayHandler {
                         crate::http::Caller::Approver => None,
                     })
                     .unwrap_or_else(|| "local".to_owned());
-                let session = g.new_session(&principal, None, Some(self.elicit.clone()));
+                let client = peer.peer_info().map_or_else(
+                    || "unknown".to_owned(),
+                    // Shown to the approver: the client chose it, so no control characters
+                    // and no essay.
+                    |info| {
+                        info.client_info
+                            .name
+                            .chars()
+                            .filter(|c| !c.is_control())
+                            .take(100)
+                            .collect()
+                    },
+                );
+                let session = g.new_session(&principal, &client, None, Some(self.elicit.clone()));
                 let mut peers = g.peers.lock().unwrap_or_else(|p| p.into_inner());
                 peers.retain(|_, p| !p.is_transport_closed());
                 peers.insert(session.id().to_string(), peer.clone());

@@ -222,6 +222,17 @@ async fn asks_wait_in_the_queue_for_the_approver() {
         .await
         .expect("the ask is queued");
     assert_eq!(ask["request"]["tool"], "fx__slow");
+    // Who asks, from which client, since when and until when.
+    assert_eq!(ask["request"]["principal"], "local", "{ask}");
+    assert!(
+        ask["request"]["client"].as_str().is_some_and(|c| !c.is_empty()),
+        "{ask}"
+    );
+    let (created, expires) = (
+        ask["request"]["created_at"].as_str().unwrap(),
+        ask["request"]["expires_at"].as_str().unwrap(),
+    );
+    assert!(created.ends_with('Z') && expires > created, "{ask}");
     let id = ask["id"].as_str().unwrap();
     // The client token cannot answer (there is none here), a wrong decision is a 400, an
     // unknown id a 404, then the approver answers.
@@ -441,52 +452,63 @@ async fn a_rest_caller_that_goes_away_cancels_its_call_and_its_row_is_closed() {
     gw.stop().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_mcp_client_that_drops_its_connection_mid_call_cancels_the_call() {
-    let gw = start("127.0.0.1:0", None, 60_000).await;
-    let http = reqwest::Client::new();
-    let post = |body: Value, session: Option<String>| {
-        let mut r = http
-            .post(gw.url("/mcp"))
+/// An MCP client written by hand: initialized over plain HTTP, so a test can drop a request's
+/// connection with no `notifications/cancelled` and no DELETE.
+struct RawMcp {
+    http: reqwest::Client,
+    url: String,
+    session: String,
+}
+
+impl RawMcp {
+    async fn connect(gw: &Running) -> Self {
+        let mut raw = Self {
+            http: reqwest::Client::new(),
+            url: gw.url("/mcp"),
+            session: String::new(),
+        };
+        let init = raw
+            .post(json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+                "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw\u{1b}[31m", "version": "1"}}}))
+            .await
+            .unwrap();
+        raw.session = init.headers()["mcp-session-id"].to_str().unwrap().to_owned();
+        let r = raw
+            .post(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 202);
+        raw
+    }
+
+    fn post(&self, body: Value) -> impl std::future::Future<Output = reqwest::Result<reqwest::Response>> + use<> {
+        let mut r = self
+            .http
+            .post(&self.url)
             .header("Accept", "application/json, text/event-stream")
             .json(&body);
-        if let Some(s) = session {
-            r = r.header("Mcp-Session-Id", s);
+        if !self.session.is_empty() {
+            r = r.header("Mcp-Session-Id", &self.session);
         }
         r.send()
-    };
-    let init = post(
-        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}),
-        None,
-    )
-    .await
-    .unwrap();
-    let session = init.headers()["mcp-session-id"].to_str().unwrap().to_owned();
-    drop(init);
-    let r = post(
-        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
-        Some(session.clone()),
-    )
-    .await
-    .unwrap();
-    assert_eq!(r.status(), 202);
-    // The call's response stream is open (headers received), then the client vanishes: no
-    // notifications/cancelled, no DELETE, the connection just closes.
-    let call = post(
-        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "fx__hang", "arguments": {}}}),
-        Some(session),
-    );
-    let caller = tokio::spawn(async move {
-        let response = call.await;
-        std::future::pending::<()>().await;
-        drop(response);
-    });
-    until_in_flight(&gw, 1).await;
-    caller.abort();
-    until_in_flight(&gw, 0).await;
-    let audit: Value = http
-        .get(gw.url("/v1/audit?tool=fx__hang"))
+    }
+
+    /// Calls a tool and holds the response stream open (headers received) until aborted.
+    fn call_and_hold(&self, tool: &str, arguments: Value) -> tokio::task::JoinHandle<()> {
+        let call = self.post(
+            json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": tool, "arguments": arguments}}),
+        );
+        tokio::spawn(async move {
+            let response = call.await;
+            std::future::pending::<()>().await;
+            drop(response);
+        })
+    }
+}
+
+async fn audit_of(gw: &Running, tool: &str) -> Vec<Value> {
+    let audit: Value = reqwest::Client::new()
+        .get(gw.url(&format!("/v1/audit?tool={tool}")))
         .bearer_auth(APPROVER)
         .send()
         .await
@@ -494,9 +516,69 @@ async fn an_mcp_client_that_drops_its_connection_mid_call_cancels_the_call() {
         .json()
         .await
         .unwrap();
-    let rows = audit["rows"].as_array().unwrap();
-    assert_eq!(rows.len(), 1, "{audit}");
-    assert_eq!(rows[0]["outcome"], "canceled", "{audit}");
+    audit["rows"].as_array().unwrap().clone()
+}
+
+async fn asks(gw: &Running) -> Vec<Value> {
+    let body: Value = reqwest::Client::new()
+        .get(gw.url("/v1/approvals"))
+        .bearer_auth(APPROVER)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    body["approvals"].as_array().unwrap().clone()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_mcp_client_that_drops_its_connection_mid_call_cancels_the_call() {
+    let gw = start("127.0.0.1:0", None, 60_000).await;
+    let raw = RawMcp::connect(&gw).await;
+    let caller = raw.call_and_hold("fx__hang", json!({}));
+    until_in_flight(&gw, 1).await;
+    caller.abort(); // the connection closes; nothing else is said
+    until_in_flight(&gw, 0).await;
+    let rows = audit_of(&gw, "fx__hang").await;
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    assert_eq!(rows[0]["outcome"], "canceled", "{rows:?}");
+    gw.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_ask_is_withdrawn_when_its_client_goes_away_and_the_tool_never_runs() {
+    let gw = start("127.0.0.1:0", None, 60_000).await;
+    let raw = RawMcp::connect(&gw).await;
+    let caller = raw.call_and_hold("fx__slow", json!({"ms": 10}));
+    let mut queued = Vec::new();
+    for _ in 0..1_000 {
+        queued = asks(&gw).await;
+        if !queued.is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(queued.len(), 1, "the ask is queued");
+    // The client's own name, without its control characters.
+    assert_eq!(queued[0]["request"]["client"], "raw[31m", "{queued:?}");
+    caller.abort();
+    until_in_flight(&gw, 0).await;
+    // The ask is removed as its wait ends (a write of its own): wait for it, bounded.
+    for _ in 0..1_000 {
+        if asks(&gw).await.is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(asks(&gw).await, Vec::<Value>::new(), "the ask left the queue");
+    let rows = audit_of(&gw, "fx__slow").await;
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    assert_eq!(
+        (rows[0]["outcome"].as_str(), rows[0]["may_have_run"].as_bool()),
+        (Some("canceled"), Some(false)),
+        "{rows:?}"
+    );
     gw.stop().await;
 }
 
