@@ -1,9 +1,12 @@
 """Drives `toolgate serve` with the official Python MCP SDK, 1.x or 2.x, for the interop tests.
 
-    mcp_client.py (--url URL | --stdio CMD [ARG...]) --call NAME JSON [--call NAME JSON ...]
+    mcp_client.py [--approve URL TOKEN] (--url URL | --stdio CMD [ARG...]) --call NAME JSON [--call NAME JSON ...]
 
 Lists the tools, makes each call, and prints one JSON object: the SDK version, the tool names,
-and per call `isError`, the text and `structuredContent`. 2.x uses the high-level `mcp.Client`
+and per call `isError`, the text and `structuredContent`. `$HANDLE` in a call's JSON is the
+`read_result` handle the latest truncated result named, so a later call can page through an
+earlier one. `--approve` answers the first ask of the gateway's queue with `approve_tool`
+(and only the first: a later ask of the same tool would wait, and time out). 2.x uses the high-level `mcp.Client`
 (it opens with `server/discover` and falls back to `initialize`); 1.x uses `ClientSession` and
 the classic handshake.
 """
@@ -11,25 +14,78 @@ the classic handshake.
 import asyncio
 import importlib.metadata
 import json
+import re
 import sys
+import threading
+import time
 
 
 def parse(argv):
-    url, stdio, calls = None, None, []
+    url, stdio, calls, approve = None, None, [], None
     i = 0
     while i < len(argv):
         if argv[i] == "--url":
             url = argv[i + 1]
             i += 2
+        elif argv[i] == "--approve":
+            approve = (argv[i + 1], argv[i + 2])
+            i += 3
         elif argv[i] == "--call":
-            calls.append((argv[i + 1], json.loads(argv[i + 2])))
+            calls.append((argv[i + 1], argv[i + 2]))
             i += 3
         elif argv[i] == "--stdio":
             stdio = argv[i + 1 :]
             break
         else:
             raise SystemExit(f"unknown argument {argv[i]!r}")
-    return url, stdio, calls
+    return url, stdio, calls, approve
+
+
+HANDLE = re.compile(r"read_result handle=([A-Za-z0-9_-]+)")
+
+
+class Calls:
+    """The calls in order, `$HANDLE` replaced by the latest handle seen."""
+
+    def __init__(self, calls):
+        self.calls, self.handle = calls, ""
+
+    def __iter__(self):
+        for name, text in self.calls:
+            yield name, json.loads(text.replace("$HANDLE", self.handle))
+
+    def saw(self, summary):
+        found = HANDLE.findall(summary["text"])
+        if found:
+            self.handle = found[-1]
+        return summary
+
+
+def answer_first_ask(base, token):
+    """Polls the gateway's queue (a thread: the SDKs' event loops stay untouched) and answers
+    the first ask with approve_tool."""
+    import urllib.request
+
+    def get():
+        req = urllib.request.Request(base + "/v1/approvals", headers={"Authorization": "Bearer " + token})
+        return json.load(urllib.request.urlopen(req, timeout=5))
+
+    def run():
+        deadline = time.time() + 50
+        while time.time() < deadline:
+            asks = get()["approvals"]
+            if asks:
+                body = json.dumps({"decision": "approve_tool"}).encode()
+                req = urllib.request.Request(
+                    base + "/v1/approvals/" + asks[0]["id"],
+                    data=body,
+                    headers={"Authorization": "Bearer " + token, "Content-Type": "application/json"},
+                )
+                urllib.request.urlopen(req, timeout=5).read()
+                return
+            time.sleep(0.05)
+
+    threading.Thread(target=run, daemon=True).start()
 
 
 def field(obj, camel, snake):
@@ -54,7 +110,7 @@ async def run_v2(url, stdio, calls):
         tools = await client.list_tools()
         out = {"tools": [t.name for t in tools.tools], "calls": []}
         for name, args in calls:
-            out["calls"].append(summary(await client.call_tool(name, args)))
+            out["calls"].append(calls.saw(summary(await client.call_tool(name, args))))
         return out
 
 
@@ -67,7 +123,7 @@ async def run_v1(url, stdio, calls):
             tools = await session.list_tools()
             out = {"tools": [t.name for t in tools.tools], "calls": []}
             for name, args in calls:
-                out["calls"].append(summary(await session.call_tool(name, args)))
+                out["calls"].append(calls.saw(summary(await session.call_tool(name, args))))
             return out
 
     if url:
@@ -83,7 +139,10 @@ async def run_v1(url, stdio, calls):
 
 
 def main():
-    url, stdio, calls = parse(sys.argv[1:])
+    url, stdio, calls, approve = parse(sys.argv[1:])
+    calls = Calls(calls)
+    if approve:
+        answer_first_ask(*approve)
     version = importlib.metadata.version("mcp")
     run = run_v2 if version.startswith("2.") else run_v1
     out = asyncio.run(asyncio.wait_for(run(url, stdio, calls), timeout=60))

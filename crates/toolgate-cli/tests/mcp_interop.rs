@@ -110,10 +110,15 @@ const CALLS: &[(&str, &str)] = &[
 ];
 
 fn drive(python: &PathBuf, target: &[String]) -> Value {
+    let calls: Vec<(String, String)> = CALLS.iter().map(|(n, a)| (n.to_string(), a.to_string())).collect();
+    drive_calls(python, &calls, target)
+}
+
+fn drive_calls(python: &PathBuf, calls: &[(String, String)], target: &[String]) -> Value {
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scripts/mcp_client.py");
     let mut cmd = Command::new(python);
     cmd.arg(script);
-    for (name, args) in CALLS {
+    for (name, args) in calls {
         cmd.args(["--call", name, args]);
     }
     cmd.args(target);
@@ -215,5 +220,130 @@ fn python_clients_drive_the_gateway_over_http_and_stdio() {
         ]);
         let out = drive(python, &target);
         check(&out, &format!("mcp {} over stdio", out["version"]));
+    }
+}
+
+/// Starts `toolgate serve` over HTTP and returns it with its MCP endpoint.
+fn serve_http(dir: &Path, config: &PathBuf, approver: &str) -> (Guard, String) {
+    let mut serve = toolgate(dir, config)
+        .args(["serve", "--listen", "127.0.0.1:0"])
+        .env("TOOLGATE_SERVE_APPROVER_TOKEN", approver)
+        .stderr(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let stderr = serve.stderr.take().unwrap();
+    let serve = Guard(serve);
+    let mut lines = BufReader::new(stderr).lines();
+    let endpoint = loop {
+        let line = lines.next().expect("toolgate serve exited").unwrap();
+        if let Some(rest) = line.split("MCP at ").nth(1) {
+            break rest.split(',').next().unwrap().to_owned();
+        }
+    };
+    std::thread::spawn(move || for _ in lines {});
+    (serve, endpoint)
+}
+
+/// Session state across consecutive calls, for both SDK generations: 2.x speaks the stateless
+/// 2026-07-28 revision (a fresh server handler per request, no `Mcp-Session-Id`), 1.x keeps a
+/// legacy session. A truncated result's `read_result` handle is read by the next call, and an
+/// `approve_tool` answer (the tool for the session) to the first write covers the second (which, asked again, would
+/// time out: nobody answers a second ask).
+#[test]
+fn python_clients_keep_their_session_across_calls() {
+    let (Some(py1), Some(py2)) = (peer("TOOLGATE_MCP_PY1"), peer("TOOLGATE_MCP_PY2")) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let work = dir.path().join("work");
+    std::fs::create_dir_all(&work).unwrap();
+    let big: String = (0..4_000).map(|i| format!("line {i:05} of the big file\n")).collect();
+    std::fs::write(work.join("big.txt"), &big).unwrap();
+    let config = dir.path().join("gateway.toml");
+    std::fs::write(
+        &config,
+        "[approval]\ntimeout_ms = 4000\n\n[tools.read_file]\nbudget_bytes = 2048\n",
+    )
+    .unwrap();
+    let approver = "approver-token-for-the-interop-test";
+    let (_serve, endpoint) = serve_http(&work, &config, approver);
+    let base = endpoint.trim_end_matches("/mcp").to_owned();
+    for (python, tag) in [(&py1, "v1"), (&py2, "v2")] {
+        let calls: Vec<(String, String)> = vec![
+            ("read_file".into(), r#"{"path": "big.txt"}"#.into()),
+            (
+                "read_result".into(),
+                r#"{"handle": "$HANDLE", "offset": 60000, "length": 200}"#.into(),
+            ),
+            (
+                "write_file".into(),
+                format!(r#"{{"path": "{tag}-one.txt", "content": "1"}}"#),
+            ),
+            (
+                "write_file".into(),
+                format!(r#"{{"path": "{tag}-two.txt", "content": "2"}}"#),
+            ),
+        ];
+        let target = [
+            "--approve".to_owned(),
+            base.clone(),
+            approver.to_owned(),
+            "--url".to_owned(),
+            endpoint.clone(),
+        ];
+        let out = drive_calls(python, &calls, &target);
+        let how = format!("mcp {}", out["version"]);
+        let calls = out["calls"].as_array().unwrap();
+        assert!(
+            calls[0]["text"].as_str().unwrap().contains("read_result handle="),
+            "{how}: {}",
+            calls[0]
+        );
+        assert_eq!(
+            calls[1]["isError"], false,
+            "{how}: the handle of the call before: {}",
+            calls[1]
+        );
+        assert!(
+            calls[1]["text"].as_str().unwrap().contains("of the big file"),
+            "{how}: {}",
+            calls[1]
+        );
+        for (i, file) in [(2, "one"), (3, "two")] {
+            assert_eq!(calls[i]["isError"], false, "{how}: write {file}: {}", calls[i]);
+            assert!(work.join(format!("{tag}-{file}.txt")).exists(), "{how}: {file}");
+        }
+    }
+    // Over stdio (asks are refused there: no queue), a handle is read by the next call too.
+    for python in [&py1, &py2] {
+        let calls: Vec<(String, String)> = vec![
+            ("read_file".into(), r#"{"path": "big.txt"}"#.into()),
+            (
+                "read_result".into(),
+                r#"{"handle": "$HANDLE", "offset": 60000, "length": 200}"#.into(),
+            ),
+        ];
+        let mut target = vec!["--stdio".to_owned(), env!("CARGO_BIN_EXE_toolgate").to_owned()];
+        target.extend(
+            [
+                "--config",
+                &config.display().to_string(),
+                "--workspace",
+                &work.display().to_string(),
+                "--store",
+                "memory",
+                "serve",
+                "--stdio",
+            ]
+            .map(str::to_owned),
+        );
+        let out = drive_calls(python, &calls, &target);
+        let calls = out["calls"].as_array().unwrap();
+        assert_eq!(
+            calls[1]["isError"], false,
+            "mcp {} over stdio: {}",
+            out["version"], calls[1]
+        );
     }
 }

@@ -279,8 +279,14 @@ impl Gateway {
     /// The session of a principal's REST request: the one named (its stored grants loaded), or
     /// a fresh one.
     pub async fn rest_session(&self, principal: &str, id: Option<&str>) -> Arc<Session> {
+        self.named_session(principal, "rest", id).await
+    }
+
+    /// A session for one request that names it (`id`), its grants and guards loaded from the
+    /// store, so consecutive requests (on any replica sharing the store) share them.
+    async fn named_session(&self, principal: &str, client: &str, id: Option<&str>) -> Arc<Session> {
         let named = id.is_some();
-        let session = self.new_session(principal, "rest", id, None);
+        let session = self.new_session(principal, client, id, None);
         if named && let Err(e) = session.load_grants().await {
             tracing::warn!(error = %e, "could not load the session's grants");
         }
@@ -337,6 +343,72 @@ pub struct GatewayHandler {
     elicit: Arc<ElicitApprover>,
 }
 
+/// The principal an HTTP request's token names (`local` over stdio or without a token).
+fn principal_of(extensions: &rmcp::model::Extensions) -> String {
+    extensions
+        .get::<axum::http::request::Parts>()
+        .and_then(|parts| parts.extensions.get::<crate::http::Caller>())
+        .and_then(|c| match c {
+            crate::http::Caller::Client(p) => Some(p.clone()),
+            crate::http::Caller::Approver => None,
+        })
+        .unwrap_or_else(|| "local".to_owned())
+}
+
+/// A client's own name as the approver sees it: no control characters and no essay.
+fn shown_name(name: &str) -> String {
+    name.chars().filter(|c| !c.is_control()).take(100).collect()
+}
+
+/// The `_meta` key (and the HTTP header) by which a stateless client names its session.
+pub const SESSION_META: &str = "dev.toolgate/session";
+const SESSION_HEADER: &str = "x-toolgate-session";
+/// The session of a stateless client that names none.
+const STATELESS_DEFAULT: &str = "mcp";
+
+/// For a stateless HTTP request (the 2026-07-28 revision: no handshake and no
+/// `Mcp-Session-Id`, a fresh handler per request), the session it belongs to: the one it names
+/// by header or `_meta`, else the principal's `mcp` session. `None` for a request of a
+/// connection's session (a legacy client over HTTP, or stdio).
+fn stateless_id(context: &RequestContext<RoleServer>) -> Option<Result<String, McpError>> {
+    let parts = context.extensions.get::<axum::http::request::Parts>()?;
+    if parts.headers.contains_key("mcp-session-id") {
+        return None;
+    }
+    let named = parts
+        .headers
+        .get(SESSION_HEADER)
+        .map(|v| v.to_str().map(str::to_owned).map_err(|_| ()))
+        .or_else(|| {
+            context
+                .meta
+                .0
+                .get(SESSION_META)
+                .map(|v| v.as_str().map(str::to_owned).ok_or(()))
+        });
+    Some(match named {
+        None => Ok(STATELESS_DEFAULT.to_owned()),
+        Some(Ok(id)) if !id.is_empty() && id.len() <= 200 && !id.chars().any(char::is_control) => Ok(id),
+        Some(_) => Err(McpError::invalid_params(
+            format!(
+                "the session id ({SESSION_HEADER} or _meta \"{SESSION_META}\") must be 1 to 200 printable characters"
+            ),
+            None,
+        )),
+    })
+}
+
+/// The client's name a stateless request carries in `_meta`.
+fn stateless_client(context: &RequestContext<RoleServer>) -> String {
+    context
+        .meta
+        .0
+        .get("io.modelcontextprotocol/clientInfo")
+        .and_then(|info| info.get("name"))
+        .and_then(Value::as_str)
+        .map_or_else(|| "unknown".to_owned(), shown_name)
+}
+
 /// The token an MCP POST's connection cancels when the client goes away (HTTP only).
 fn disconnect_of(extensions: &rmcp::model::Extensions) -> Option<CancellationToken> {
     extensions
@@ -352,27 +424,10 @@ impl GatewayHandler {
         self.session
             .get_or_init(|| {
                 let g = &self.gateway;
-                let principal = extensions
-                    .get::<axum::http::request::Parts>()
-                    .and_then(|parts| parts.extensions.get::<crate::http::Caller>())
-                    .and_then(|c| match c {
-                        crate::http::Caller::Client(p) => Some(p.clone()),
-                        crate::http::Caller::Approver => None,
-                    })
-                    .unwrap_or_else(|| "local".to_owned());
-                let client = peer.peer_info().map_or_else(
-                    || "unknown".to_owned(),
-                    // Shown to the approver: the client chose it, so no control characters
-                    // and no essay.
-                    |info| {
-                        info.client_info
-                            .name
-                            .chars()
-                            .filter(|c| !c.is_control())
-                            .take(100)
-                            .collect()
-                    },
-                );
+                let principal = principal_of(extensions);
+                let client = peer
+                    .peer_info()
+                    .map_or_else(|| "unknown".to_owned(), |info| shown_name(&info.client_info.name));
                 let session = g.new_session(&principal, &client, None, Some(self.elicit.clone()));
                 let mut peers = g.peers.lock().unwrap_or_else(|p| p.into_inner());
                 peers.retain(|_, p| !p.is_transport_closed());
@@ -396,7 +451,21 @@ impl GatewayHandler {
                 None,
             ));
         }
-        let session = self.session(&context.peer, &context.extensions);
+        let stateless = match stateless_id(&context) {
+            Some(id) => Some(id?),
+            None => None,
+        };
+        let session = match &stateless {
+            Some(id) => {
+                g.named_session(
+                    &principal_of(&context.extensions),
+                    &stateless_client(&context),
+                    Some(id),
+                )
+                .await
+            }
+            None => self.session(&context.peer, &context.extensions),
+        };
         *self.elicit.peer.lock().unwrap_or_else(|p| p.into_inner()) = Some(context.peer.clone());
         let span = tracing::info_span!(
             "mcp_server_call",
@@ -470,6 +539,11 @@ impl GatewayHandler {
             ..TurnOptions::default()
         };
         let turn = tracing::Instrument::instrument(g.engine.run_turn(&session, &answer, options), span).await;
+        if stateless.is_some()
+            && let Err(e) = session.save_guards().await
+        {
+            tracing::warn!(error = %e, "could not keep the session's loop detector and error count");
+        }
         if let Some(flush) = flush {
             let (done, sent) = tokio::sync::oneshot::channel();
             if flush.send(Forward::Flush(done)).is_ok() {
