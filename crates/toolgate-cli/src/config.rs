@@ -156,6 +156,9 @@ pub struct StoreSection {
     pub url: Option<String>,
     /// How long a write a call waits for is retried while the store is away (default 5000).
     pub write_timeout_ms: Option<u64>,
+    /// `serve`: the replica's lease; a replica silent this long is taken for dead by the others
+    /// (default 30000).
+    pub lease_ms: Option<u64>,
 }
 
 /// `[audit]`.

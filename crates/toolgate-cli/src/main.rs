@@ -274,9 +274,14 @@ async fn run(cli: Cli) -> Result<ExitCode> {
         // A full result behind a `read_result` handle is reachable only from its session: without
         // `--session` no later process can name it, so it stays in this process, not the store.
         Command::Call { .. } | Command::Exec { .. } | Command::Agent(_) if cli.session.is_none() => {
-            Some(open_store(cli.store.as_deref(), &config, &engine_config, false).await?)
+            Some(open_store(cli.store.as_deref(), &config, &engine_config, false, None).await?)
         }
-        _ => Some(open_store(cli.store.as_deref(), &config, &engine_config, true).await?),
+        // A gateway is a replica: it holds a lease, so others can tell when it is gone.
+        Command::Serve(_) => {
+            let lease = std::time::Duration::from_millis(config.store.lease_ms.unwrap_or(30_000));
+            Some(open_store(cli.store.as_deref(), &config, &engine_config, true, Some(lease)).await?)
+        }
+        _ => Some(open_store(cli.store.as_deref(), &config, &engine_config, true, None).await?),
     };
     if let (Command::Audit(args), Some(store)) = (&cli.command, &store) {
         return audit(args, cli.session.as_deref(), store.as_ref()).await;
@@ -463,6 +468,7 @@ async fn open_store(
     config: &config::Config,
     engine: &toolgate_core::EngineConfig,
     keep_results: bool,
+    lease: Option<std::time::Duration>,
 ) -> Result<Arc<dyn Store>> {
     let url = match flag.or(config.store.url.as_deref()) {
         Some(text) => StoreUrl::parse(text)?,
@@ -490,6 +496,7 @@ async fn open_store(
             .store
             .write_timeout_ms
             .map_or(StoreOptions::default().write_timeout, std::time::Duration::from_millis),
+        replica_lease: lease,
         ..StoreOptions::default()
     };
     let store = toolgate_store::open(&url, &options).await?;

@@ -30,6 +30,7 @@ pub fn row_json(r: &JournalRow) -> Value {
         "waiting_ms": r.waiting_ms,
         "running_ms": r.running_ms,
         "may_have_run": r.may_have_run,
+        "owner": r.owner,
     })
 }
 

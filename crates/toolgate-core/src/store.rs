@@ -156,6 +156,10 @@ pub trait Store: ResultStore {
     fn backlog(&self) -> Backlog {
         Backlog::default()
     }
+    /// The lease id of the replica this store serves, when it holds one.
+    fn replica(&self) -> Option<&str> {
+        None
+    }
     /// Records a grant (a rule's text) for the session, until `expires`.
     async fn grant_put(&self, session: &SessionId, rule: &str, expires: Option<SystemTime>) -> Result<(), StoreError>;
     /// The session's grants that have not expired.

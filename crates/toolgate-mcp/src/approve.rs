@@ -62,6 +62,11 @@ impl Queue {
         })
     }
 
+    /// The asks this process waits on (the queue in the store is every replica's).
+    pub fn waiting_here(&self) -> usize {
+        self.waiting.lock().unwrap_or_else(|p| p.into_inner()).len()
+    }
+
     /// The asks waiting for an answer, oldest first.
     pub async fn pending(&self) -> Result<Vec<PendingRecord>, String> {
         self.store.approvals_pending().await.map_err(|e| e.to_string())

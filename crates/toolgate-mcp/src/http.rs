@@ -566,11 +566,12 @@ async fn health(State(app): State<Arc<App>>) -> Response {
 }
 
 async fn metrics_text(State(app): State<Arc<App>>) -> Response {
-    let pending = app.queue.pending().await.ok().map(|p| p.len());
+    // This replica's own asks: replicas share the queue, and their sum must count each once.
+    let pending = Some(app.queue.waiting_here());
     (
         StatusCode::OK,
         [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
-        app.metrics.render(pending, app.store.backlog()),
+        app.metrics.render(pending, app.store.backlog(), app.store.replica()),
     )
         .into_response()
 }

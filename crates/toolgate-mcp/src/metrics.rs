@@ -44,8 +44,18 @@ impl Metrics {
     }
 
     /// The Prometheus text exposition (version 0.0.4).
-    pub fn render(&self, approvals_pending: Option<usize>, backlog: toolgate_core::store::Backlog) -> String {
+    pub fn render(
+        &self,
+        approvals_pending: Option<usize>,
+        backlog: toolgate_core::store::Backlog,
+        replica: Option<&str>,
+    ) -> String {
         let mut out = String::new();
+        if let Some(replica) = replica {
+            out.push_str("# HELP toolgate_replica_info The replica these figures are from (its lease id).\n");
+            out.push_str("# TYPE toolgate_replica_info gauge\n");
+            let _ = writeln!(out, "toolgate_replica_info{{replica=\"{}\"}} 1", escape(replica));
+        }
         out.push_str("# HELP toolgate_calls_total Tool calls finished, by tool and outcome.\n");
         out.push_str("# TYPE toolgate_calls_total counter\n");
         for ((tool, outcome), n) in self.calls.lock().unwrap_or_else(|p| p.into_inner()).iter() {
@@ -84,7 +94,7 @@ impl Metrics {
         out.push_str("# TYPE toolgate_calls_in_flight gauge\n");
         let _ = writeln!(out, "toolgate_calls_in_flight {}", self.in_flight());
         if let Some(n) = approvals_pending {
-            out.push_str("# HELP toolgate_approvals_pending Asks waiting for an answer.\n");
+            out.push_str("# HELP toolgate_approvals_pending Asks of this replica waiting for an answer.\n");
             out.push_str("# TYPE toolgate_approvals_pending gauge\n");
             let _ = writeln!(out, "toolgate_approvals_pending {n}");
         }

@@ -12,6 +12,7 @@
 //! process with group commit, and answer reads from a pool. SQLite runs in WAL mode with
 //! `BEGIN IMMEDIATE` and a busy timeout, so several processes share one file.
 
+mod lease;
 mod nodelay;
 mod owner;
 mod sql;
@@ -113,6 +114,10 @@ pub struct StoreOptions {
     /// How long a write someone waits for (the row of a call that is not read-only, a grant, an
     /// ask) is retried while the database is away, before it fails.
     pub write_timeout: Duration,
+    /// A gateway replica's lease: the store renews it (every third of it) while this process
+    /// lives, and closes the running calls and withdraws the asks of replicas whose lease
+    /// expired. `None` (a CLI process): its rows are checked by process id at the next start.
+    pub replica_lease: Option<Duration>,
 }
 
 impl Default for StoreOptions {
@@ -127,6 +132,7 @@ impl Default for StoreOptions {
             max_connections: 4,
             connect_timeout: Duration::from_secs(5),
             write_timeout: Duration::from_secs(5),
+            replica_lease: None,
         }
     }
 }
@@ -169,9 +175,29 @@ pub async fn open(url: &StoreUrl, options: &StoreOptions) -> Result<Arc<dyn Stor
             options.results_per_session,
             options.result_max_bytes.saturating_mul(options.results_per_session),
         )),
-        StoreUrl::Sqlite(path) => Arc::new(open_sqlite(path, options).await?),
-        StoreUrl::Postgres(text) => Arc::new(open_postgres(text, options).await?),
+        StoreUrl::Sqlite(path) => leased(open_sqlite(path, options).await?, options).await?,
+        StoreUrl::Postgres(text) => leased(open_postgres(text, options).await?, options).await?,
     })
+}
+
+/// The store, holding a replica lease when the options ask for one.
+async fn leased(store: SqlStore, options: &StoreOptions) -> Result<Arc<dyn Store>, OpenError> {
+    let store = Arc::new(store);
+    if let Some(lease) = options.replica_lease {
+        lease::hold(&store, lease)
+            .await
+            .map_err(|e| open_error(store.label(), e.0))?;
+    }
+    Ok(store)
+}
+
+/// This process (`host/pid/start`), and for a replica holding a lease `#` and an id of its own:
+/// pids and hostnames repeat across containers, a replica id never does.
+fn owner(options: &StoreOptions) -> String {
+    match options.replica_lease {
+        Some(_) => format!("{}#{}", this_process(), uuid::Uuid::now_v7().simple()),
+        None => this_process(),
+    }
 }
 
 fn limits(options: &StoreOptions) -> ResultLimits {
@@ -221,7 +247,13 @@ pub async fn open_sqlite(path: &Path, options: &StoreOptions) -> Result<SqlStore
         connect: connect.clone(),
     };
     let writer = writer::Writer::spawn(db, options.group_delay, options.write_timeout);
-    let store = SqlStore::new(Reader::Sqlite(pool), writer, limits(options), at.clone());
+    let store = SqlStore::new(
+        Reader::Sqlite(pool),
+        writer,
+        limits(options),
+        at.clone(),
+        owner(options),
+    );
     store.sweep().await.map_err(|e| open_error(&at, e.0))?;
     Ok(store)
 }
@@ -257,7 +289,13 @@ pub async fn open_postgres(url: &str, options: &StoreOptions) -> Result<SqlStore
         .map_err(|e| sqlx_error(&at, e))?;
     migrate_postgres(&pool).await.map_err(|e| sqlx_error(&at, e))?;
     let writer = writer::Writer::spawn(PgWriter(pool.clone()), options.group_delay, options.write_timeout);
-    let store = SqlStore::new(Reader::Postgres(pool), writer, limits(options), at.clone());
+    let store = SqlStore::new(
+        Reader::Postgres(pool),
+        writer,
+        limits(options),
+        at.clone(),
+        owner(options),
+    );
     store.sweep().await.map_err(|e| open_error(&at, e.0))?;
     Ok(store)
 }

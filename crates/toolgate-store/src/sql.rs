@@ -17,6 +17,7 @@ use toolgate_core::{CallId, Principal, SessionId};
 pub(crate) const MIGRATIONS: &[(i64, &str)] = &[
     (1, include_str!("migrations/0001_state.sql")),
     (2, include_str!("migrations/0002_expiry_indexes.sql")),
+    (3, include_str!("migrations/0003_replica_leases.sql")),
 ];
 const SCHEMA_TABLE: &str = "CREATE TABLE IF NOT EXISTS toolgate_schema (version BIGINT NOT NULL)";
 const SCHEMA_VERSION: &str = "SELECT COALESCE(MAX(version), 0) FROM toolgate_schema";
@@ -180,9 +181,17 @@ const MEMORY_PUT: &str = "INSERT INTO memory (principal, key, value, updated_at)
      ON CONFLICT (principal, key) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at";
 const MEMORY_GET: &str = "SELECT value FROM memory WHERE principal = $1 AND key = $2";
 const MEMORY_LIST: &str = "SELECT key FROM memory WHERE principal = $1 AND substr(key, 1, length($2)) = $2";
-const APPROVAL_PUT: &str = "INSERT INTO approvals (id, session_id, request, answer, created_at) \
-     VALUES ($1, $2, $3, $4, $5) ON CONFLICT (id) DO UPDATE SET session_id = excluded.session_id, \
+const APPROVAL_PUT: &str = "INSERT INTO approvals (id, session_id, request, answer, created_at, owner) \
+     VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (id) DO UPDATE SET session_id = excluded.session_id, \
      request = excluded.request, answer = excluded.answer";
+const LEASE_RENEW: &str = "INSERT INTO replicas (id, started_at, lease_until) VALUES ($1, $2, $3) \
+     ON CONFLICT (id) DO UPDATE SET lease_until = excluded.lease_until";
+pub(crate) const LEASES_EXPIRED: &str = "SELECT id FROM replicas WHERE id <> $1 AND lease_until < $2 ORDER BY id";
+// A reap happens only while the lease is still expired (its replica may have come back).
+const LEASE_TAKE: &str = "DELETE FROM replicas WHERE id = $1 AND lease_until < $2";
+const REAP_CALLS: &str = "UPDATE journal SET state = 'canceled', error_type = 'interrupted', may_have_run = TRUE, \
+     finished_at = $2 WHERE state = 'started' AND owner = $1";
+const REAP_ASKS: &str = "DELETE FROM approvals WHERE owner = $1";
 const APPROVAL_ANSWER: &str = "UPDATE approvals SET answer = $2 WHERE id = $1 AND answer IS NULL";
 const APPROVAL_GET: &str = "SELECT id, session_id, request, answer FROM approvals WHERE id = $1";
 const APPROVALS_PENDING: &str =
@@ -348,15 +357,43 @@ macro_rules! dialect {
                         .execute(&mut *conn)
                         .await?
                 }
-                Op::ApprovalPut { record, now } => {
+                Op::ApprovalPut { record, now, owner } => {
                     sqlx::query(APPROVAL_PUT)
                         .bind(&record.id)
                         .bind(&record.session_id)
                         .bind(record.request.to_string())
                         .bind(record.answer.as_ref().map(Value::to_string))
                         .bind(*now)
+                        .bind(owner)
                         .execute(&mut *conn)
                         .await?
+                }
+                Op::Lease { id, started, until } => {
+                    sqlx::query(LEASE_RENEW)
+                        .bind(id)
+                        .bind(*started)
+                        .bind(*until)
+                        .execute(&mut *conn)
+                        .await?
+                }
+                Op::Reap { id, now } => {
+                    let taken = sqlx::query(LEASE_TAKE)
+                        .bind(id)
+                        .bind(*now)
+                        .execute(&mut *conn)
+                        .await?
+                        .rows_affected();
+                    if taken == 0 {
+                        return Ok(0);
+                    }
+                    // The calls closed; the asks withdrawn are not counted.
+                    let closed = sqlx::query(REAP_CALLS)
+                        .bind(id)
+                        .bind(*now)
+                        .execute(&mut *conn)
+                        .await?;
+                    sqlx::query(REAP_ASKS).bind(id).execute(&mut *conn).await?;
+                    closed
                 }
                 Op::ApprovalAnswer { id, answer } => {
                     sqlx::query(APPROVAL_ANSWER)
@@ -625,15 +662,50 @@ impl std::fmt::Debug for SqlStore {
 }
 
 impl SqlStore {
-    pub(crate) fn new(reader: Reader, writer: Writer, limits: ResultLimits, label: String) -> Self {
+    pub(crate) fn new(reader: Reader, writer: Writer, limits: ResultLimits, label: String, owner: String) -> Self {
         Self {
             reader,
             writer,
             limits,
             overflow: MemoryResults::new(limits.per_session, limits.max_bytes.saturating_mul(4)),
-            owner: crate::owner::this_process(),
+            owner,
             label,
         }
+    }
+
+    /// Who opens this store's journal rows and asks: this process, or this replica (`…#ID`).
+    pub fn owner(&self) -> &str {
+        &self.owner
+    }
+
+    /// Renews this replica's lease until `lease` from now.
+    pub(crate) async fn renew(&self, started: i64, lease: Duration) -> Result<(), StoreError> {
+        let until = now().saturating_add(i64::try_from(lease.as_micros()).unwrap_or(i64::MAX));
+        self.writer
+            .write(Op::Lease {
+                id: self.owner.clone(),
+                started,
+                until,
+            })
+            .await
+            .map(|_| ())
+    }
+
+    /// Closes the running calls and withdraws the asks of every other replica whose lease has
+    /// expired; the replicas reaped, with the calls closed of each.
+    pub async fn reap_expired(&self) -> Result<Vec<(String, u64)>, StoreError> {
+        let now = now();
+        let expired = match &self.reader {
+            Reader::Sqlite(p) => lite::texts(p, LEASES_EXPIRED, &self.owner, None, Some(now)).await,
+            Reader::Postgres(p) => pg::texts(p, LEASES_EXPIRED, &self.owner, None, Some(now)).await,
+        }
+        .map_err(describe)?;
+        let mut reaped = Vec::new();
+        for id in expired {
+            let closed = self.writer.write(Op::Reap { id: id.clone(), now }).await?;
+            reaped.push((id, closed));
+        }
+        Ok(reaped)
     }
 
     /// Where the store is (a path, or a server without its credentials).
@@ -743,6 +815,9 @@ impl Store for SqlStore {
     fn durable(&self) -> bool {
         true
     }
+    fn replica(&self) -> Option<&str> {
+        self.owner.contains('#').then_some(self.owner.as_str())
+    }
     fn backlog(&self) -> toolgate_core::store::Backlog {
         use std::sync::atomic::Ordering;
         toolgate_core::store::Backlog {
@@ -808,6 +883,7 @@ impl Store for SqlStore {
             .write(Op::ApprovalPut {
                 record: record.clone(),
                 now: now(),
+                owner: self.owner.clone(),
             })
             .await
             .map(|_| ())

@@ -57,6 +57,19 @@ pub(crate) enum Op {
     ApprovalPut {
         record: PendingRecord,
         now: i64,
+        owner: String,
+    },
+    /// Renews (or takes) a replica's lease.
+    Lease {
+        id: String,
+        started: i64,
+        until: i64,
+    },
+    /// Closes an expired replica's running calls and withdraws its asks, if its lease is still
+    /// expired; how many calls were closed.
+    Reap {
+        id: String,
+        now: i64,
     },
     ApprovalAnswer {
         id: String,

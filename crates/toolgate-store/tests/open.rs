@@ -205,6 +205,14 @@ async fn every_start_up_sweep_reads_an_index_also_in_a_store_made_before_the_ind
             .await
             .unwrap();
     }
+    // Nor what later versions added.
+    for undo in [
+        "DROP INDEX journal_open_by_owner",
+        "DROP TABLE replicas",
+        "ALTER TABLE approvals DROP COLUMN owner",
+    ] {
+        sqlx::query(undo).execute(&mut conn).await.unwrap();
+    }
     sqlx::query("DELETE FROM toolgate_schema WHERE version > 1")
         .execute(&mut conn)
         .await

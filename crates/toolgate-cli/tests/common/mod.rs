@@ -82,6 +82,17 @@ pub fn fixture_upstream() -> std::path::PathBuf {
 /// these environment variables, toolgate's data beside the workspace; waits for it to listen.
 /// Returns the guard and the `host:port` it listens on.
 pub fn serve(workspace: &Path, config: Option<&Path>, extra: &[&str], envs: &[(&str, &str)]) -> (Guard, String) {
+    serve_on(workspace, "memory", config, extra, envs)
+}
+
+/// `serve`, on the store `store`.
+pub fn serve_on(
+    workspace: &Path,
+    store: &str,
+    config: Option<&Path>,
+    extra: &[&str],
+    envs: &[(&str, &str)],
+) -> (Guard, String) {
     use std::io::BufRead;
     let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_toolgate"));
     if let Some(c) = config {
@@ -89,7 +100,7 @@ pub fn serve(workspace: &Path, config: Option<&Path>, extra: &[&str], envs: &[(&
     }
     cmd.arg("--workspace")
         .arg(workspace)
-        .args(["--store", "memory", "serve", "--listen", "127.0.0.1:0"])
+        .args(["--store", store, "serve", "--listen", "127.0.0.1:0"])
         .args(extra)
         .env("XDG_CONFIG_HOME", xdg_dir(workspace, "config"))
         .env("XDG_DATA_HOME", xdg_dir(workspace, "data"))
