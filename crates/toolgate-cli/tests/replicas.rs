@@ -1,6 +1,8 @@
 //! Gateway replicas on one PostgreSQL: a replica killed with SIGKILL mid-call has its running
 //! call closed as interrupted and its pending ask withdrawn by another replica within the lease
-//! time — whatever the hostnames and pids (the lease decides, not the process table).
+//! time — whatever the hostnames and pids (the lease decides, not the process table); and both
+//! generations of the official Python MCP client keep one session's state across replicas
+//! behind a round-robin proxy that sends each HTTP request to the next replica.
 
 mod common;
 use common::{serve_on, workspace};
@@ -195,4 +197,125 @@ async fn a_killed_replica_s_calls_and_asks_are_closed_by_another_within_the_leas
     .await;
     // The write never ran.
     assert!(!ws.path().join("x.txt").exists());
+}
+
+/// A round-robin HTTP proxy on loopback: each request (not each connection: clients keep
+/// connections alive) goes to the next backend; responses, event streams included, stream back.
+async fn round_robin(backends: Vec<String>) -> String {
+    use axum::body::Body;
+    use axum::http::{Request, Response};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let next = std::sync::Arc::new(AtomicUsize::new(0));
+    let client = reqwest::Client::new();
+    let app = axum::Router::new().fallback(move |request: Request<Body>| {
+        let (next, client, backends) = (next.clone(), client.clone(), backends.clone());
+        async move {
+            let backend = &backends[next.fetch_add(1, Ordering::SeqCst) % backends.len()];
+            let (parts, body) = request.into_parts();
+            let body = axum::body::to_bytes(body, 64 << 20).await.unwrap_or_default();
+            let path = parts.uri.path_and_query().map_or("/", |p| p.as_str());
+            let mut forward = client
+                .request(parts.method, format!("http://{backend}{path}"))
+                .body(body);
+            for (name, value) in &parts.headers {
+                if name != "host" && name != "content-length" {
+                    forward = forward.header(name, value);
+                }
+            }
+            let Ok(answer) = forward.send().await else {
+                return Response::builder().status(502).body(Body::empty()).unwrap();
+            };
+            let mut response = Response::builder().status(answer.status());
+            for (name, value) in answer.headers() {
+                if name != "content-length" && name != "transfer-encoding" {
+                    response = response.header(name, value);
+                }
+            }
+            response.body(Body::from_stream(answer.bytes_stream())).unwrap()
+        }
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    addr
+}
+
+fn python(var: &str) -> Option<std::path::PathBuf> {
+    let found = std::env::var_os(var)
+        .map(std::path::PathBuf::from)
+        .filter(|p| p.exists());
+    if found.is_none() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "{var} is not set: run scripts/peers.sh"
+        );
+        eprintln!("skipped: {var} is not set (scripts/peers.sh installs the MCP peers)");
+    }
+    found
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn both_client_generations_keep_their_session_across_round_robin_replicas() {
+    let (Some(py1), Some(py2)) = (python("TOOLGATE_MCP_PY1"), python("TOOLGATE_MCP_PY2")) else {
+        return;
+    };
+    let Some(schema) = Schema::create("roundrobin").await else {
+        return;
+    };
+    let ws = workspace();
+    let big: String = (0..4_000).map(|i| format!("line {i:05} of the big file\n")).collect();
+    std::fs::write(ws.path().join("big.txt"), &big).unwrap();
+    let config = ws
+        .path()
+        .with_file_name(format!("{}.toml", ws.path().file_name().unwrap().to_string_lossy()));
+    std::fs::write(
+        &config,
+        "[approval]\ntimeout_ms = 4000\n\n[tools.read_file]\nbudget_bytes = 2048\n",
+    )
+    .unwrap();
+    let envs = [("TOOLGATE_SERVE_APPROVER_TOKEN", APPROVER)];
+    let url = schema.url();
+    let (_a, a) = serve_on(ws.path(), &url, Some(&config), &[], &envs);
+    let (_b, b) = serve_on(ws.path(), &url, Some(&config), &[], &envs);
+    let proxy = round_robin(vec![a, b]).await;
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scripts/mcp_client.py");
+    for (python, tag) in [(&py1, "v1"), (&py2, "v2")] {
+        let out = tokio::process::Command::new(python)
+            .arg(script)
+            .args(["--approve", &format!("http://{proxy}"), APPROVER])
+            .args(["--url", &format!("http://{proxy}/mcp")])
+            .args(["--call", "read_file", r#"{"path": "big.txt"}"#])
+            .args([
+                "--call",
+                "read_result",
+                r#"{"handle": "$HANDLE", "offset": 60000, "length": 200}"#,
+            ])
+            .args([
+                "--call",
+                "write_file",
+                &format!(r#"{{"path": "{tag}-one.txt", "content": "1"}}"#),
+            ])
+            .args([
+                "--call",
+                "write_file",
+                &format!(r#"{{"path": "{tag}-two.txt", "content": "2"}}"#),
+            ])
+            .output()
+            .await
+            .unwrap();
+        assert!(out.status.success(), "{tag}: {}", String::from_utf8_lossy(&out.stderr));
+        let out: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let calls = out["calls"].as_array().unwrap();
+        let how = format!("mcp {}", out["version"]);
+        assert!(
+            calls[0]["text"].as_str().unwrap().contains("read_result handle="),
+            "{how}: {}",
+            calls[0]
+        );
+        assert_eq!(calls[1]["isError"], false, "{how}: {}", calls[1]);
+        for (i, file) in [(2, "one"), (3, "two")] {
+            assert_eq!(calls[i]["isError"], false, "{how}: write {file}: {}", calls[i]);
+            assert!(ws.path().join(format!("{tag}-{file}.txt")).exists());
+        }
+    }
 }

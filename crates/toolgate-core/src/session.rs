@@ -141,16 +141,19 @@ impl Session {
         dropped
     }
 
-    /// Loads the grants the store holds for this session (made by earlier processes).
+    /// Takes up the grants the store holds for this session (made by earlier processes, or by
+    /// another replica serving the same session); those it has already are not added twice.
     pub async fn load_grants(&self) -> Result<usize, StoreError> {
         let texts = self.store.grants(&self.id).await?;
-        let rules: Vec<Rule> = texts.iter().filter_map(|t| Rule::parse(t).ok()).collect();
-        let n = rules.len();
-        self.grants
-            .write()
-            .unwrap_or_else(|p| p.into_inner())
-            .allow
-            .extend(rules);
+        let mut grants = self.grants.write().unwrap_or_else(|p| p.into_inner());
+        let held: std::collections::HashSet<String> = grants.allow.iter().map(Rule::to_string).collect();
+        let new: Vec<Rule> = texts
+            .iter()
+            .filter(|t| !held.contains(t.as_str()))
+            .filter_map(|t| Rule::parse(t).ok())
+            .collect();
+        let n = new.len();
+        grants.allow.extend(new);
         Ok(n)
     }
 

@@ -167,6 +167,9 @@ pub fn router(
         .enforce_origin_validation()
         .with_max_request_body_bytes(options.max_body)
         .with_cancellation_token(shutdown);
+    // A session of the classic handshake made by another replica is taken over from the store.
+    let mut mcp_config = mcp_config;
+    mcp_config.session_store = Some(Arc::new(crate::sessions::McpSessions(store.clone())));
     let factory = gateway.clone();
     let mcp = StreamableHttpService::new(
         move || Ok(factory.handler()),

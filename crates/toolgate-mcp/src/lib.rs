@@ -13,6 +13,7 @@ pub mod http;
 pub mod hub;
 pub mod metrics;
 pub mod server;
+pub mod sessions;
 pub mod tool;
 pub mod trace;
 pub mod upstream;

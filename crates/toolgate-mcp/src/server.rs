@@ -310,7 +310,7 @@ impl Gateway {
     pub fn handler(self: &Arc<Self>) -> GatewayHandler {
         GatewayHandler {
             gateway: self.clone(),
-            session: Arc::new(OnceLock::new()),
+            session: Arc::new(tokio::sync::OnceCell::new()),
             elicit: Arc::new(ElicitApprover::default()),
         }
     }
@@ -339,8 +339,24 @@ impl Gateway {
 #[derive(Clone)]
 pub struct GatewayHandler {
     gateway: Arc<Gateway>,
-    session: Arc<OnceLock<Arc<Session>>>,
+    session: Arc<tokio::sync::OnceCell<Arc<Session>>>,
     elicit: Arc<ElicitApprover>,
+}
+
+/// The session name of a client's `Mcp-Session-Id` over HTTP: derived from it (a hash, so the
+/// audit, which shows session names, never shows a session id a client could be impersonated
+/// with), so every replica that takes the MCP session over from the store finds the same
+/// grants, handles and guards.
+fn mcp_session_name(extensions: &rmcp::model::Extensions) -> Option<String> {
+    use sha2::Digest;
+    let id = extensions
+        .get::<axum::http::request::Parts>()?
+        .headers
+        .get("mcp-session-id")?
+        .as_bytes();
+    let digest = sha2::Sha256::digest(id);
+    let hex: String = digest.iter().take(12).map(|b| format!("{b:02x}")).collect();
+    Some(format!("mcp-{hex}"))
 }
 
 /// The principal an HTTP request's token names (`local` over stdio or without a token).
@@ -419,21 +435,25 @@ fn disconnect_of(extensions: &rmcp::model::Extensions) -> Option<CancellationTok
 
 impl GatewayHandler {
     /// The client's toolgate session (made on first use), for the principal its HTTP
-    /// request's token named (`local` over stdio or without a token on loopback).
-    pub fn session(&self, peer: &Peer<RoleServer>, extensions: &rmcp::model::Extensions) -> Arc<Session> {
+    /// request's token named (`local` over stdio or without a token). Over HTTP it is named
+    /// after the MCP session and takes up what the store holds of it (another replica may have
+    /// served it before).
+    pub async fn session(&self, peer: &Peer<RoleServer>, extensions: &rmcp::model::Extensions) -> Arc<Session> {
         self.session
-            .get_or_init(|| {
+            .get_or_init(|| async {
                 let g = &self.gateway;
                 let principal = principal_of(extensions);
                 let client = peer
                     .peer_info()
                     .map_or_else(|| "unknown".to_owned(), |info| shown_name(&info.client_info.name));
-                let session = g.new_session(&principal, &client, None, Some(self.elicit.clone()));
+                let name = mcp_session_name(extensions);
+                let session = g.new_session(&principal, &client, name.as_deref(), Some(self.elicit.clone()));
                 let mut peers = g.peers.lock().unwrap_or_else(|p| p.into_inner());
                 peers.retain(|_, p| !p.is_transport_closed());
                 peers.insert(session.id().to_string(), peer.clone());
                 session
             })
+            .await
             .clone()
     }
 
@@ -464,7 +484,20 @@ impl GatewayHandler {
                 )
                 .await
             }
-            None => self.session(&context.peer, &context.extensions),
+            None => {
+                let session = self.session(&context.peer, &context.extensions).await;
+                // Another replica may have served this MCP session since: take up its grants
+                // and guards.
+                if mcp_session_name(&context.extensions).is_some() {
+                    if let Err(e) = session.load_grants().await {
+                        tracing::warn!(error = %e, "could not load the session's grants");
+                    }
+                    if let Err(e) = session.load_guards().await {
+                        tracing::warn!(error = %e, "could not load the session's loop detector and error count");
+                    }
+                }
+                session
+            }
         };
         *self.elicit.peer.lock().unwrap_or_else(|p| p.into_inner()) = Some(context.peer.clone());
         let span = tracing::info_span!(
@@ -539,9 +572,8 @@ impl GatewayHandler {
             ..TurnOptions::default()
         };
         let turn = tracing::Instrument::instrument(g.engine.run_turn(&session, &answer, options), span).await;
-        if stateless.is_some()
-            && let Err(e) = session.save_guards().await
-        {
+        let kept = stateless.is_some() || mcp_session_name(&context.extensions).is_some();
+        if kept && let Err(e) = session.save_guards().await {
             tracing::warn!(error = %e, "could not keep the session's loop detector and error count");
         }
         if let Some(flush) = flush {
@@ -616,7 +648,7 @@ impl ServerHandler for GatewayHandler {
         _request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
-        self.session(&context.peer, &context.extensions);
+        self.session(&context.peer, &context.extensions).await;
         self.gateway.list()
     }
 
