@@ -49,6 +49,8 @@ pub enum Source {
     ApprovalTimeout,
     /// A standing policy approved the ask (`--yes`), not a person.
     AutoApproved,
+    /// The ask could not be made (its queue's store failed): nobody was asked, nobody refused.
+    ApprovalFailed,
 }
 
 impl Source {
@@ -76,6 +78,7 @@ impl Source {
             Self::ContextCanceled => "context_canceled",
             Self::BuiltinDeny => "builtin_deny",
             Self::ApprovalTimeout => "approval_timeout",
+            Self::ApprovalFailed => "approval_failed",
             Self::AutoApproved => "auto_approved",
         }
     }
@@ -288,6 +291,8 @@ pub enum Answer {
     Reject(Option<String>),
     /// Nobody can answer here (no terminal, no client).
     Unavailable,
+    /// The ask could not be put to anyone (its queue's store failed): why.
+    Failed(String),
 }
 
 /// Answers asks: the terminal prompt, the HTTP queue, a channel, or a fixed answer.

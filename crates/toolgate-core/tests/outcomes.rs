@@ -267,6 +267,41 @@ async fn an_approval_timeout_is_not_a_person_s_no() {
 }
 
 #[tokio::test]
+async fn an_ask_that_could_not_be_made_is_a_failure_not_a_refusal() {
+    struct Broken;
+    #[async_trait]
+    impl Approver for Broken {
+        async fn approve(&self, _: &ApprovalRequest) -> Answer {
+            Answer::Failed("state store: the disk is full".into())
+        }
+    }
+    let h = harness_with(
+        vec![echo("change", writer())],
+        EngineConfig::default(),
+        Arc::new(Broken),
+        Policy::default(),
+    );
+    let turn = h
+        .engine
+        .run_turn(
+            &h.session,
+            &openai_answer(&[("a", "change", "{}")]),
+            TurnOptions::default(),
+        )
+        .await;
+    let entry = turn.outcomes[0].entry().unwrap();
+    assert_eq!(entry.content["error"]["type"], "execution_failed", "{}", entry.content);
+    assert_eq!(entry.content["error"]["source"], "approval_failed");
+    let message = entry.content["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("the disk is full") && message.contains("Nobody was asked"),
+        "{message}"
+    );
+    let rows = rows(&h).await;
+    assert_eq!(rows[0].source.as_deref(), Some("approval_failed"));
+}
+
+#[tokio::test]
 async fn every_call_that_reaches_the_pipeline_has_a_row() {
     let typed = Arc::new(
         FnTool::new(

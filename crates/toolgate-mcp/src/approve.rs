@@ -189,7 +189,7 @@ impl Approver for QueueApprover {
         };
         if let Err(e) = self.queue.store.approval_put(&record).await {
             tracing::error!(error = %e, "could not queue the approval");
-            return Answer::Unavailable;
+            return Answer::Failed(e.to_string());
         }
         tracing::info!(approval = %id, tool = %request.call.name, "waiting for approval (POST /v1/approvals/{id})");
         // The engine ends the wait at approval_timeout (dropping this future).
@@ -233,5 +233,111 @@ mod tests {
         assert!(parse_answer(&json!({"decision": "approve_rule"})).is_err());
         assert!(parse_answer(&json!({"decision": "yes"})).is_err());
         assert!(parse_answer(&json!({})).is_err());
+    }
+}
+
+#[cfg(test)]
+mod store_failure {
+    use super::*;
+    use std::time::SystemTime;
+    use toolgate_core::store::{JournalFilter, JournalRow, MemoryStore, StoreError};
+    use toolgate_core::{CallId, Principal, SessionId};
+
+    /// A store whose asks cannot be written (its database is away); the rest works.
+    #[derive(Debug, Default)]
+    struct NoAsks(MemoryStore);
+
+    #[async_trait]
+    impl toolgate_core::result::ResultStore for NoAsks {
+        async fn put(&self, s: &SessionId, v: Arc<Value>, b: usize) -> String {
+            self.0.put(s, v, b).await
+        }
+        async fn get(&self, s: &SessionId, h: &str) -> Option<Arc<Value>> {
+            self.0.get(s, h).await
+        }
+    }
+
+    #[async_trait]
+    impl Store for NoAsks {
+        async fn journal_begin(&self, r: &JournalRow) -> Result<bool, StoreError> {
+            self.0.journal_begin(r).await
+        }
+        async fn journal_finish(&self, r: JournalRow) -> Result<(), StoreError> {
+            self.0.journal_finish(r).await
+        }
+        async fn journal_contains(&self, s: &SessionId, c: &CallId) -> Result<bool, StoreError> {
+            self.0.journal_contains(s, c).await
+        }
+        async fn journal_unfinished(&self) -> Result<Vec<JournalRow>, StoreError> {
+            self.0.journal_unfinished().await
+        }
+        async fn journal_list(&self, f: &JournalFilter) -> Result<Vec<JournalRow>, StoreError> {
+            self.0.journal_list(f).await
+        }
+        async fn journal_prune(&self, b: SystemTime) -> Result<u64, StoreError> {
+            self.0.journal_prune(b).await
+        }
+        async fn grant_put(&self, s: &SessionId, r: &str, e: Option<SystemTime>) -> Result<(), StoreError> {
+            self.0.grant_put(s, r, e).await
+        }
+        async fn grants(&self, s: &SessionId) -> Result<Vec<String>, StoreError> {
+            self.0.grants(s).await
+        }
+        async fn cache_get(&self, k: &str) -> Result<Option<Value>, StoreError> {
+            self.0.cache_get(k).await
+        }
+        async fn cache_put(&self, k: &str, v: &Value, t: Duration) -> Result<(), StoreError> {
+            self.0.cache_put(k, v, t).await
+        }
+        async fn memory_get(&self, p: &Principal, k: &str) -> Result<Option<String>, StoreError> {
+            self.0.memory_get(p, k).await
+        }
+        async fn memory_put(&self, p: &Principal, k: &str, v: &str) -> Result<(), StoreError> {
+            self.0.memory_put(p, k, v).await
+        }
+        async fn memory_list(&self, p: &Principal, k: &str) -> Result<Vec<String>, StoreError> {
+            self.0.memory_list(p, k).await
+        }
+        async fn approval_put(&self, _: &PendingRecord) -> Result<(), StoreError> {
+            Err(StoreError("connection refused".into()))
+        }
+        async fn approval_answer(&self, i: &str, a: &Value) -> Result<bool, StoreError> {
+            self.0.approval_answer(i, a).await
+        }
+        async fn approval_get(&self, i: &str) -> Result<Option<PendingRecord>, StoreError> {
+            self.0.approval_get(i).await
+        }
+        async fn approvals_pending(&self) -> Result<Vec<PendingRecord>, StoreError> {
+            self.0.approvals_pending().await
+        }
+        async fn approval_delete(&self, i: &str) -> Result<(), StoreError> {
+            self.0.approval_delete(i).await
+        }
+        async fn grants_revoke(&self, t: &str) -> Result<u64, StoreError> {
+            self.0.grants_revoke(t).await
+        }
+    }
+
+    #[tokio::test]
+    async fn an_ask_the_store_refuses_is_a_failure_not_a_rejection() {
+        let approver = QueueApprover {
+            queue: Queue::new(Arc::new(NoAsks::default())),
+            session: "s".into(),
+            principal: "local".into(),
+            client: "test".into(),
+            timeout: Duration::from_secs(5),
+        };
+        let call = toolgate_core::ToolCall::new("c1", "write_file", serde_json::Map::new());
+        let request = ApprovalRequest {
+            call,
+            subject: None,
+            reason: "not read-only".into(),
+            suggested_rule: None,
+        };
+        let answer = approver.approve(&request).await;
+        assert!(
+            matches!(&answer, Answer::Failed(why) if why.contains("connection refused")),
+            "{answer:?}"
+        );
     }
 }

@@ -227,6 +227,7 @@ impl Engine {
                 why.unwrap_or_else(|| "no reason given".into()),
             ),
             Approval::Unavailable => (false, Source::NonInteractiveDeny, reason),
+            Approval::Failed(why) => (false, Source::ApprovalFailed, why),
         }
     }
 }
@@ -254,6 +255,12 @@ fn refusal(name: &str, source: Source, reason: String) -> Stop {
         Source::ApprovalTimeout => CallError::new(
             ErrorKind::RejectedByUser,
             format!("The call was not approved: {reason}. Ask the user before trying again."),
+        ),
+        Source::ApprovalFailed => CallError::new(
+            ErrorKind::ExecutionFailed,
+            format!(
+                "The call was not run: it needs approval and the ask could not be made ({reason}). Nobody was asked; try again later."
+            ),
         ),
         Source::NonInteractiveDeny => CallError::new(
             ErrorKind::PermissionDenied,
