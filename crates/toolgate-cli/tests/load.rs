@@ -229,3 +229,107 @@ async fn added_latency() {
     let (all, _) = journal(&dir.path().join("state.db"), "fx__noop").await;
     assert_eq!(all, (n + 200) as i64, "every measured call is journaled");
 }
+
+/// A schema of its own on the test PostgreSQL (`TOOLGATE_TEST_PG`), dropped when done; `None`
+/// without a server.
+async fn pg_schema(tag: &str) -> Option<(String, impl Drop + use<>)> {
+    use sqlx::Connection;
+    struct Dropper(String, String);
+    impl Drop for Dropper {
+        fn drop(&mut self) {
+            let (base, name) = (self.0.clone(), self.1.clone());
+            let _ = std::thread::spawn(move || {
+                let rt = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .ok()?;
+                rt.block_on(async {
+                    let mut conn = sqlx::PgConnection::connect(&base).await.ok()?;
+                    sqlx::raw_sql(sqlx::AssertSqlSafe(format!("DROP SCHEMA {name} CASCADE")))
+                        .execute(&mut conn)
+                        .await
+                        .ok()
+                })
+            })
+            .join();
+        }
+    }
+    let base = std::env::var("TOOLGATE_TEST_PG").unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into());
+    let name = format!("tg_load_{tag}_{}", std::process::id());
+    let mut conn = sqlx::PgConnection::connect(&base).await.ok()?;
+    sqlx::raw_sql(sqlx::AssertSqlSafe(format!("CREATE SCHEMA {name}")))
+        .execute(&mut conn)
+        .await
+        .ok()?;
+    let url = format!("{base}?options[search_path]={name}");
+    Some((url, Dropper(base, name)))
+}
+
+/// Calls per second with 1, 2 and 3 replicas on one PostgreSQL, 16 and 64 clients spread over
+/// them (client i on replica i mod n, as a balancer spreads connections), and the latency one
+/// sequential client sees per store (the PostgreSQL figure includes the session's grants and
+/// guards read from the store for every call).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "a measurement for BENCHMARKS.md, run by hand in release"]
+async fn replicas_throughput() {
+    let calls: usize = std::env::var("TOOLGATE_LOAD_CALLS")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(200);
+    let (_upstream, upstream_url) = upstream();
+    let dir = tempfile::tempdir().unwrap();
+    for clients in [16, 64] {
+        let mut first = 0.0;
+        for replicas in 1..=3 {
+            let (store, _schema) = pg_schema(&format!("r{replicas}c{clients}")).await.expect("PostgreSQL");
+            let mut serves = Vec::new();
+            let mut urls = Vec::new();
+            for r in 0..replicas {
+                let d = dir.path().join(format!("c{clients}r{replicas}-{r}"));
+                std::fs::create_dir_all(&d).unwrap();
+                let (guard, url) = gateway(&d, &upstream_url, &store);
+                serves.push(guard);
+                urls.push(url);
+            }
+            let started = Instant::now();
+            let mut tasks = Vec::new();
+            for c in 0..clients {
+                let url = urls[c % replicas].clone();
+                tasks.push(tokio::spawn(async move {
+                    let client = client(&url).await;
+                    for n in 0..calls {
+                        call(&client, "fx__noop", n).await.unwrap();
+                    }
+                    let _ = client.cancel().await;
+                }));
+            }
+            for t in tasks {
+                t.await.unwrap();
+            }
+            let rate = (clients * calls) as f64 / started.elapsed().as_secs_f64();
+            if replicas == 1 {
+                first = rate;
+            }
+            eprintln!(
+                "{clients} clients, {replicas} replica(s): {rate:.0} calls/s ({:.2}x one replica)",
+                rate / first
+            );
+            for s in serves {
+                assert!(stop(s).success());
+            }
+        }
+    }
+    let (store, _schema) = pg_schema("latency").await.expect("PostgreSQL");
+    for (what, store) in [("memory", "memory".to_owned()), ("PostgreSQL", store)] {
+        let d = dir.path().join(format!("latency-{what}"));
+        std::fs::create_dir_all(&d).unwrap();
+        let (serve, url) = gateway(&d, &upstream_url, &store);
+        let times = timed(&url, "fx__noop", 2000).await;
+        eprintln!(
+            "{what} store, one client: p50 {:.0} µs, p99 {:.0} µs",
+            percentile(&times, 50).as_secs_f64() * 1e6,
+            percentile(&times, 99).as_secs_f64() * 1e6
+        );
+        assert!(stop(serve).success());
+    }
+}
