@@ -179,6 +179,14 @@ impl Session {
         Ok(())
     }
 
+    /// The guards' state (the loop detector's last batch and count, the consecutive errors):
+    /// a request that did not change it need not write it back.
+    pub fn guards_state(&self) -> (Option<u64>, u32, u32) {
+        let (last, count) = self.loop_detector.lock().unwrap_or_else(|p| p.into_inner()).state();
+        let errors = self.consecutive_errors.load(std::sync::atomic::Ordering::SeqCst);
+        (last, count, errors)
+    }
+
     /// Keeps the guards' state in the store for the session's next request (kept a day).
     pub async fn save_guards(&self) -> Result<(), StoreError> {
         let (last, count) = self.loop_detector.lock().unwrap_or_else(|p| p.into_inner()).state();

@@ -439,8 +439,12 @@ async fn execute(
             cancel: Some(cancel),
             ..TurnOptions::default()
         };
+        let before = session.guards_state();
         let turn = engine.run_turn(&session, &answer, options).await;
-        if named && let Err(e) = session.save_guards().await {
+        if named
+            && session.guards_state() != before
+            && let Err(e) = session.save_guards().await
+        {
             tracing::warn!(error = %e, "could not keep the session's loop detector and error count");
         }
         (turn, session)

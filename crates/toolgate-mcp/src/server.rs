@@ -571,9 +571,13 @@ impl GatewayHandler {
             progress,
             ..TurnOptions::default()
         };
+        let guards_before = session.guards_state();
         let turn = tracing::Instrument::instrument(g.engine.run_turn(&session, &answer, options), span).await;
         let kept = stateless.is_some() || mcp_session_name(&context.extensions).is_some();
-        if kept && let Err(e) = session.save_guards().await {
+        if kept
+            && session.guards_state() != guards_before
+            && let Err(e) = session.save_guards().await
+        {
             tracing::warn!(error = %e, "could not keep the session's loop detector and error count");
         }
         if let Some(flush) = flush {
