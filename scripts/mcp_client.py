@@ -1,12 +1,14 @@
 """Drives `toolgate serve` with the official Python MCP SDK, 1.x or 2.x, for the interop tests.
 
-    mcp_client.py [--approve URL TOKEN] (--url URL | --stdio CMD [ARG...]) --call NAME JSON [--call NAME JSON ...]
+    mcp_client.py [--approve URL TOKEN] [--elicit JSON ...] (--url URL | --stdio CMD [ARG...]) --call NAME JSON [--call NAME JSON ...]
 
 Lists the tools, makes each call, and prints one JSON object: the SDK version, the tool names,
 and per call `isError`, the text and `structuredContent`. `$HANDLE` in a call's JSON is the
 `read_result` handle the latest truncated result named, so a later call can page through an
 earlier one. `--approve` answers the first ask of the gateway's queue with `approve_tool`
-(and only the first: a later ask of the same tool would wait, and time out). 2.x uses the high-level `mcp.Client`
+(and only the first: a later ask of the same tool would wait, and time out). `--elicit` makes the
+client answer elicitation: each form it is shown is accepted with the next JSON given (the last
+one repeats), and `asked` lists the forms' messages. 2.x uses the high-level `mcp.Client`
 (it opens with `server/discover` and falls back to `initialize`); 1.x uses `ClientSession` and
 the classic handshake.
 """
@@ -21,10 +23,13 @@ import time
 
 
 def parse(argv):
-    url, stdio, calls, approve = None, None, [], None
+    url, stdio, calls, approve, elicit = None, None, [], None, []
     i = 0
     while i < len(argv):
-        if argv[i] == "--url":
+        if argv[i] == "--elicit":
+            elicit.append(json.loads(argv[i + 1]))
+            i += 2
+        elif argv[i] == "--url":
             url = argv[i + 1]
             i += 2
         elif argv[i] == "--approve":
@@ -38,7 +43,27 @@ def parse(argv):
             break
         else:
             raise SystemExit(f"unknown argument {argv[i]!r}")
-    return url, stdio, calls, approve
+    return url, stdio, calls, approve, elicit
+
+
+class Elicit:
+    """Answers elicitation forms with the answers given, in order, and notes what was asked."""
+
+    def __init__(self, answers):
+        self.answers, self.asked = answers, []
+
+    def callback(self):
+        if not self.answers:
+            return None
+
+        async def answer(context, params):
+            from mcp.types import ElicitResult
+
+            self.asked.append(params.message)
+            content = self.answers[min(len(self.asked), len(self.answers)) - 1]
+            return ElicitResult(action="accept", content=content)
+
+        return answer
 
 
 HANDLE = re.compile(r"read_result handle=([A-Za-z0-9_-]+)")
@@ -102,11 +127,11 @@ def summary(result):
     }
 
 
-async def run_v2(url, stdio, calls):
+async def run_v2(url, stdio, calls, elicit):
     from mcp import Client, StdioServerParameters
 
     server = url if url else StdioServerParameters(command=stdio[0], args=stdio[1:])
-    async with Client(server) as client:
+    async with Client(server, elicitation_callback=elicit.callback()) as client:
         tools = await client.list_tools()
         out = {"tools": [t.name for t in tools.tools], "calls": []}
         for name, args in calls:
@@ -114,11 +139,11 @@ async def run_v2(url, stdio, calls):
         return out
 
 
-async def run_v1(url, stdio, calls):
+async def run_v1(url, stdio, calls, elicit):
     from mcp import ClientSession, StdioServerParameters
 
     async def session_calls(read, write):
-        async with ClientSession(read, write) as session:
+        async with ClientSession(read, write, elicitation_callback=elicit.callback()) as session:
             await session.initialize()
             tools = await session.list_tools()
             out = {"tools": [t.name for t in tools.tools], "calls": []}
@@ -139,14 +164,15 @@ async def run_v1(url, stdio, calls):
 
 
 def main():
-    url, stdio, calls, approve = parse(sys.argv[1:])
-    calls = Calls(calls)
+    url, stdio, calls, approve, answers = parse(sys.argv[1:])
+    calls, elicit = Calls(calls), Elicit(answers)
     if approve:
         answer_first_ask(*approve)
     version = importlib.metadata.version("mcp")
     run = run_v2 if version.startswith("2.") else run_v1
-    out = asyncio.run(asyncio.wait_for(run(url, stdio, calls), timeout=60))
+    out = asyncio.run(asyncio.wait_for(run(url, stdio, calls, elicit), timeout=60))
     out["version"] = version
+    out["asked"] = elicit.asked
     print(json.dumps(out))
 
 

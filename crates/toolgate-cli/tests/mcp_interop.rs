@@ -347,3 +347,90 @@ fn python_clients_keep_their_session_across_calls() {
         );
     }
 }
+
+/// `[approval] via = "elicitation"` for both SDK generations, over HTTP and stdio: 1.x is sent
+/// `elicitation/create` while its call waits; 2.x (2026-07-28, which forbids requests from the
+/// server) is answered with an `InputRequiredResult` and retries with its answer. Either way an
+/// `approve_tool` answer to the first write covers the second (one form, not two), and a
+/// rejection's reason reaches the client while the tool never runs.
+#[test]
+fn python_clients_approve_by_elicitation_across_calls() {
+    let (Some(py1), Some(py2)) = (peer("TOOLGATE_MCP_PY1"), peer("TOOLGATE_MCP_PY2")) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let work = dir.path().join("work");
+    std::fs::create_dir_all(&work).unwrap();
+    let config = dir.path().join("gateway.toml");
+    std::fs::write(&config, "[approval]\nvia = \"elicitation\"\ntimeout_ms = 20000\n").unwrap();
+    let (_serve, endpoint) = serve_http(&work, &config, "approver-token-for-the-elicitation-test");
+    let stdio: Vec<String> = [
+        "--stdio",
+        env!("CARGO_BIN_EXE_toolgate"),
+        "--config",
+        &config.display().to_string(),
+        "--workspace",
+        &work.display().to_string(),
+        "--store",
+        "memory",
+        "serve",
+        "--stdio",
+    ]
+    .map(str::to_owned)
+    .to_vec();
+    let answers = [
+        "--elicit".to_owned(),
+        r#"{"decision": "approve_tool"}"#.to_owned(),
+        "--elicit".to_owned(),
+        r#"{"decision": "reject", "reason": "not on a friday"}"#.to_owned(),
+    ];
+    for (python, py) in [(&py1, "py1"), (&py2, "py2")] {
+        for (transport, target) in [
+            ("http", vec!["--url".to_owned(), endpoint.clone()]),
+            ("stdio", stdio.clone()),
+        ] {
+            let tag = format!("{py}-{transport}");
+            let calls: Vec<(String, String)> = vec![
+                (
+                    "write_file".into(),
+                    format!(r#"{{"path": "{tag}-one.txt", "content": "1"}}"#),
+                ),
+                (
+                    "write_file".into(),
+                    format!(r#"{{"path": "{tag}-two.txt", "content": "2"}}"#),
+                ),
+                (
+                    "exec_shell".into(),
+                    format!(r#"{{"command": "echo 3 > {tag}-three.txt"}}"#),
+                ),
+            ];
+            let mut args = answers.to_vec();
+            args.extend(target);
+            let out = drive_calls(python, &calls, &args);
+            let how = format!("mcp {} over {transport}", out["version"]);
+            let calls = out["calls"].as_array().unwrap();
+            let asked = out["asked"].as_array().unwrap();
+            assert_eq!(
+                asked.len(),
+                2,
+                "{how}: one form per ask, the grant covering the second write: {out}"
+            );
+            assert!(asked[0].as_str().unwrap().contains("write_file"), "{how}: {}", asked[0]);
+            assert!(asked[1].as_str().unwrap().contains("exec_shell"), "{how}: {}", asked[1]);
+            for (i, file) in [(0, "one"), (1, "two")] {
+                assert_eq!(calls[i]["isError"], false, "{how}: write {file}: {}", calls[i]);
+                assert!(work.join(format!("{tag}-{file}.txt")).exists(), "{how}: {file}");
+            }
+            assert_eq!(calls[2]["isError"], true, "{how}: {}", calls[2]);
+            let text = calls[2]["text"].as_str().unwrap();
+            assert!(
+                text.contains("rejected_by_user") && text.contains("not on a friday"),
+                "{how}: {text}"
+            );
+            assert!(
+                !work.join(format!("{tag}-three.txt")).exists(),
+                "{how}: the rejected command ran"
+            );
+        }
+    }
+}

@@ -318,4 +318,30 @@ async fn both_client_generations_keep_their_session_across_round_robin_replicas(
             assert!(ws.path().join(format!("{tag}-{file}.txt")).exists());
         }
     }
+    // Asks by elicitation for a 2026-07-28 client: the form comes from one replica and the
+    // retry with its answer goes to the other (the proxy alternates), which finds the ask in
+    // the store; the approve_tool grant then holds on both. (write_file is granted already: the
+    // 2.x client above approved it in the principal's default session, kept in the store.)
+    let eliciting = config.with_extension("elicit.toml");
+    std::fs::write(&eliciting, "[approval]\nvia = \"elicitation\"\ntimeout_ms = 20000\n").unwrap();
+    let (_c, c) = serve_on(ws.path(), &url, Some(&eliciting), &[], &envs);
+    let (_d, d) = serve_on(ws.path(), &url, Some(&eliciting), &[], &envs);
+    let proxy = round_robin(vec![c, d]).await;
+    let out = tokio::process::Command::new(&py2)
+        .arg(script)
+        .args(["--elicit", r#"{"decision": "approve_tool"}"#])
+        .args(["--url", &format!("http://{proxy}/mcp")])
+        .args(["--call", "exec_shell", r#"{"command": "echo 1 > e-one.txt"}"#])
+        .args(["--call", "exec_shell", r#"{"command": "echo 2 > e-two.txt"}"#])
+        .args(["--call", "exec_shell", r#"{"command": "echo 3 > e-three.txt"}"#])
+        .output()
+        .await
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(out["asked"].as_array().unwrap().len(), 1, "{out}");
+    for (i, file) in ["one", "two", "three"].iter().enumerate() {
+        assert_eq!(out["calls"][i]["isError"], false, "{file}: {out}");
+        assert!(ws.path().join(format!("e-{file}.txt")).exists(), "{file}");
+    }
 }

@@ -3,6 +3,7 @@
 //! `CallToolResult`s with `isError` and the error JSON, only protocol errors are JSON-RPC errors.
 
 use crate::approve::{Queue, QueueApprover, Via};
+use crate::elicit::{self, ElicitApprover};
 use crate::hub::Hub;
 use async_trait::async_trait;
 // Logging (`logging/setLevel`) is deprecated by the draft revision, not by 2025-11-25, which the
@@ -10,12 +11,11 @@ use async_trait::async_trait;
 #[allow(deprecated)]
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, CompleteRequestParams, CompleteResult, ContentBlock,
-    ElicitRequestParams, ElicitationAction, GetPromptRequestMethod, GetPromptRequestParams, GetPromptResponse,
-    GetPromptResult, Implementation, InitializeResult, ListPromptsResult, ListResourceTemplatesResult,
-    ListResourcesResult, ListToolsResult, PaginatedRequestParams, ProgressNotificationParam, ReadResourceRequestMethod,
-    ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, ServerCapabilities, SetLevelRequestMethod,
-    SetLevelRequestParams, SubscribeRequestMethod, SubscribeRequestParams, UnsubscribeRequestMethod,
-    UnsubscribeRequestParams,
+    GetPromptRequestMethod, GetPromptRequestParams, GetPromptResponse, GetPromptResult, Implementation,
+    InitializeResult, ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult, ListToolsResult,
+    PaginatedRequestParams, ProgressNotificationParam, ReadResourceRequestMethod, ReadResourceRequestParams,
+    ReadResourceResponse, ReadResourceResult, ServerCapabilities, SetLevelRequestMethod, SetLevelRequestParams,
+    SubscribeRequestMethod, SubscribeRequestParams, UnsubscribeRequestMethod, UnsubscribeRequestParams,
 };
 use rmcp::service::{Peer, RequestContext, RoleServer};
 use rmcp::{ErrorData as McpError, ServerHandler};
@@ -23,7 +23,7 @@ use serde_json::{Value, json};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 use tokio_util::sync::CancellationToken;
-use toolgate_core::permit::{Answer as Approval, ApprovalRequest, Approver, DenyAll};
+use toolgate_core::permit::DenyAll;
 use toolgate_core::rules::Layer;
 use toolgate_core::tool::ProgressSink;
 use toolgate_core::{Answer, Engine, Format, Outcome, Session, SessionOptions, TurnOptions};
@@ -279,14 +279,20 @@ impl Gateway {
     /// The session of a principal's REST request: the one named (its stored grants loaded), or
     /// a fresh one.
     pub async fn rest_session(&self, principal: &str, id: Option<&str>) -> Arc<Session> {
-        self.named_session(principal, "rest", id).await
+        self.named_session(principal, "rest", id, None).await
     }
 
     /// A session for one request that names it (`id`), its grants and guards loaded from the
     /// store, so consecutive requests (on any replica sharing the store) share them.
-    async fn named_session(&self, principal: &str, client: &str, id: Option<&str>) -> Arc<Session> {
+    async fn named_session(
+        &self,
+        principal: &str,
+        client: &str,
+        id: Option<&str>,
+        elicit: Option<Arc<ElicitApprover>>,
+    ) -> Arc<Session> {
         let named = id.is_some();
-        let session = self.new_session(principal, client, id, None);
+        let session = self.new_session(principal, client, id, elicit);
         if named && let Err(e) = session.load_grants().await {
             tracing::warn!(error = %e, "could not load the session's grants");
         }
@@ -457,12 +463,13 @@ impl GatewayHandler {
             .clone()
     }
 
-    /// `tools/call` through the pipeline.
+    /// `tools/call` through the pipeline: its result, or (a 2026-07-28 client that is to be
+    /// asked by elicitation) the form it must answer before the tool runs.
     pub async fn call(
         &self,
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
-    ) -> Result<CallToolResult, McpError> {
+    ) -> Result<CallToolResponse, McpError> {
         let g = &self.gateway;
         // Only tools in the registry exist for a client: anything else is a protocol error.
         if g.engine.registry().get(&request.name).is_none() {
@@ -475,14 +482,15 @@ impl GatewayHandler {
             Some(id) => Some(id?),
             None => None,
         };
-        let session = match &stateless {
+        let principal = principal_of(&context.extensions);
+        let (session, elicit) = match &stateless {
             Some(id) => {
-                g.named_session(
-                    &principal_of(&context.extensions),
-                    &stateless_client(&context),
-                    Some(id),
-                )
-                .await
+                let elicit = Arc::new(ElicitApprover::default());
+                let client = stateless_client(&context);
+                let session = g
+                    .named_session(&principal, &client, Some(id), Some(elicit.clone()))
+                    .await;
+                (session, elicit)
             }
             None => {
                 let session = self.session(&context.peer, &context.extensions).await;
@@ -496,10 +504,61 @@ impl GatewayHandler {
                         tracing::warn!(error = %e, "could not load the session's loop detector and error count");
                     }
                 }
-                session
+                (session, self.elicit.clone())
             }
         };
-        *self.elicit.peer.lock().unwrap_or_else(|p| p.into_inner()) = Some(context.peer.clone());
+        *elicit.peer.lock().unwrap_or_else(|p| p.into_inner()) = Some(context.peer.clone());
+        let arguments = request.arguments.clone().unwrap_or_default();
+        let asked = elicit::Asked::new(&principal, session.id().as_str(), &request.name, &arguments);
+        // A retry that answers an ask runs under the ask's own call id, with the answer given;
+        // any other call gets a fresh id (JSON-RPC ids repeat across clients and reconnects, and
+        // the journal never runs one call id twice).
+        let call_id = match request.request_state {
+            Some(_) => {
+                let (id, answer) = elicit::resume(session.store().as_ref(), &request, &asked).await?;
+                elicit.answer(&id, answer);
+                id
+            }
+            None => format!("mcp-{}", uuid::Uuid::now_v7()),
+        };
+        if request.request_state.is_none()
+            && g.via == Via::Elicitation
+            && elicit::multi_round_trip(context.protocol_version())
+            && context.client_capabilities().is_some_and(|c| c.elicitation.is_some())
+        {
+            let call = toolgate_core::types::ToolCall::new(call_id.as_str(), request.name.as_ref(), arguments.clone());
+            let check = g.engine.check(&session, &call);
+            if check.decision == "ask" {
+                let ttl = std::time::Duration::from_millis(g.engine.config().approval_timeout_ms);
+                let form = elicit::defer(
+                    session.store().as_ref(),
+                    &asked,
+                    &Value::Object(arguments),
+                    &check.reason,
+                    ttl,
+                )
+                .await?;
+                return Ok(CallToolResponse::InputRequired(form));
+            }
+        }
+        let result = self
+            .run(request, context, &session, stateless.is_some(), &call_id)
+            .await;
+        elicit.forget(&call_id);
+        Ok(CallToolResponse::Complete(result))
+    }
+
+    /// Runs one call in `session` under `call_id`: progress forwarded in order, canceled by the
+    /// client's cancellation or disconnect, the session's guards kept when it is kept.
+    async fn run(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+        session: &Arc<Session>,
+        stateless: bool,
+        call_id: &str,
+    ) -> CallToolResult {
+        let g = &self.gateway;
         let span = tracing::info_span!(
             "mcp_server_call",
             otel.name = %format!("tools/call {}", request.name),
@@ -544,13 +603,14 @@ impl GatewayHandler {
             }
             None => (ProgressSink::default(), None),
         };
-        // A fresh call id per request: JSON-RPC ids repeat across clients and reconnects, and
-        // the journal never runs one call id twice.
         let body = json!({
-            "id": format!("mcp-{}", uuid::Uuid::now_v7()),
+            "id": call_id,
             "params": {"name": request.name, "arguments": request.arguments.map(Value::Object)},
         });
-        let answer = Answer::parse(Format::Mcp, &body).map_err(|e| McpError::invalid_params(e.to_string(), None))?;
+        let answer = match Answer::parse(Format::Mcp, &body) {
+            Ok(answer) => answer,
+            Err(e) => return error_result(json!({"error": {"type": "invalid_arguments", "message": e.to_string()}})),
+        };
         // Stopped by the client's `notifications/cancelled` or by its going away mid-call.
         let cancel = context.ct.child_token();
         let _watch = disconnect_of(&context.extensions).map(|gone| {
@@ -572,8 +632,8 @@ impl GatewayHandler {
             ..TurnOptions::default()
         };
         let guards_before = session.guards_state();
-        let turn = tracing::Instrument::instrument(g.engine.run_turn(&session, &answer, options), span).await;
-        let kept = stateless.is_some() || mcp_session_name(&context.extensions).is_some();
+        let turn = tracing::Instrument::instrument(g.engine.run_turn(session, &answer, options), span).await;
+        let kept = stateless || mcp_session_name(&context.extensions).is_some();
         if kept
             && session.guards_state() != guards_before
             && let Err(e) = session.save_guards().await
@@ -586,12 +646,12 @@ impl GatewayHandler {
                 let _ = sent.await;
             }
         }
-        Ok(match turn.outcomes.first() {
+        match turn.outcomes.first() {
             Some(outcome) => result_of(outcome),
             None => {
                 error_result(json!({"error": {"type": "execution_failed", "message": "The call produced no result."}}))
             }
-        })
+        }
     }
 }
 
@@ -661,7 +721,7 @@ impl ServerHandler for GatewayHandler {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
-        self.call(request, context).await.map(CallToolResponse::Complete)
+        self.call(request, context).await
     }
 
     async fn list_prompts(
@@ -743,59 +803,6 @@ impl ServerHandler for GatewayHandler {
         context: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
         self.gateway.extension().set_level(request, context).await
-    }
-}
-
-/// Asks the connected client through MCP elicitation (when it declared the capability).
-#[derive(Default)]
-pub struct ElicitApprover {
-    peer: Mutex<Option<Peer<RoleServer>>>,
-}
-
-#[async_trait]
-impl Approver for ElicitApprover {
-    async fn approve(&self, request: &ApprovalRequest) -> Approval {
-        let Some(peer) = self.peer.lock().unwrap_or_else(|p| p.into_inner()).clone() else {
-            return Approval::Unavailable;
-        };
-        let can = peer
-            .peer_info()
-            .is_some_and(|info| info.capabilities.elicitation.is_some());
-        if !can {
-            return Approval::Unavailable;
-        }
-        let args = toolgate_core::redact::redact_value(&request.arguments());
-        let message = format!(
-            "Allow the tool `{}` to run with {}? ({})",
-            request.call.name, args, request.reason
-        );
-        let params: ElicitRequestParams = match serde_json::from_value(json!({
-            "mode": "form",
-            "message": message,
-            "requestedSchema": {
-                "type": "object",
-                "properties": {
-                    "decision": {"type": "string", "title": "Decision",
-                                 "enum": ["approve_once", "approve_session", "reject"]},
-                    "reason": {"type": "string", "title": "Reason (when rejecting)"}
-                },
-                "required": ["decision"]
-            }
-        })) {
-            Ok(p) => p,
-            Err(_) => return Approval::Unavailable,
-        };
-        match peer.create_elicitation(params).await {
-            Ok(result) if result.action == ElicitationAction::Accept => {
-                let content = result.content.unwrap_or(Value::Null);
-                crate::approve::parse_answer(&content).unwrap_or(Approval::Reject(Some("unreadable answer".into())))
-            }
-            Ok(_) => Approval::Reject(Some("the client declined".into())),
-            Err(e) => {
-                tracing::warn!(error = %e, "elicitation failed");
-                Approval::Unavailable
-            }
-        }
     }
 }
 

@@ -834,3 +834,114 @@ async fn healthz_answers_503_when_the_gateway_cannot_serve() {
     shutdown.cancel();
     hub.shutdown(Duration::from_secs(5)).await;
 }
+
+/// One `tools/call` as a 2026-07-28 client sends it: no handshake, the revision's headers and
+/// `_meta`, in session `session`; `extra` is merged into the params (`requestState`,
+/// `inputResponses`). The JSON-RPC response, read from JSON or from the event stream.
+async fn stateless_call(
+    gw: &Running,
+    session: &str,
+    elicits: bool,
+    tool: &str,
+    arguments: Value,
+    extra: Value,
+) -> Value {
+    let capabilities = if elicits { json!({"elicitation": {}}) } else { json!({}) };
+    let mut params = json!({"name": tool, "arguments": arguments, "_meta": {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": capabilities,
+        "io.modelcontextprotocol/clientInfo": {"name": "stateless-test", "version": "1"},
+    }});
+    for (k, v) in extra.as_object().unwrap() {
+        params[k] = v.clone();
+    }
+    let response = reqwest::Client::new()
+        .post(gw.url("/mcp"))
+        .header("Accept", "application/json, text/event-stream")
+        .header("MCP-Protocol-Version", "2026-07-28")
+        .header("Mcp-Method", "tools/call")
+        .header("Mcp-Name", tool)
+        .header("X-Toolgate-Session", session)
+        .json(&json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": params}))
+        .send()
+        .await
+        .unwrap();
+    let body = response.text().await.unwrap();
+    let json = body
+        .lines()
+        .filter_map(|l| l.strip_prefix("data:"))
+        .map(str::trim)
+        .find(|d| d.contains("\"id\""))
+        .unwrap_or(&body);
+    serde_json::from_str(json).unwrap_or_else(|e| panic!("{e}: {body}"))
+}
+
+/// A 2026-07-28 client cannot be sent `elicitation/create`, so an ask is its call's answer: an
+/// `InputRequiredResult` with the form and a `requestState`. The retry with the answer runs the
+/// tool once. The state is honoured only for the call it was made for: not forged, not for other
+/// arguments or another session, not twice. Nothing runs and nothing is journalled until then.
+#[tokio::test]
+async fn a_stateless_client_is_asked_by_input_required_and_its_answer_holds_once() {
+    let gw = start_via("127.0.0.1:0", None, 10_000, Via::Elicitation).await;
+    let args = json!({"ms": 10});
+    let first = stateless_call(&gw, "s1", true, "fx__slow", args.clone(), json!({})).await;
+    let result = &first["result"];
+    assert_eq!(result["resultType"], "input_required", "{first}");
+    let form = &result["inputRequests"]["approval"];
+    assert_eq!(form["method"], "elicitation/create", "{first}");
+    assert!(
+        form["params"]["message"].as_str().unwrap().contains("fx__slow"),
+        "{form}"
+    );
+    let state = result["requestState"].as_str().unwrap().to_owned();
+    assert!(
+        audit_of(&gw, "fx__slow").await.is_empty(),
+        "asking ran or journalled the call"
+    );
+
+    let approve = json!({"approval": {"action": "accept", "content": {"decision": "approve_once"}}});
+    let with = |state: &str| json!({"requestState": state, "inputResponses": approve.clone()});
+    let refused = |r: &Value| r["error"]["code"] == -32602 && r["error"]["data"]["reason"] == "invalid_request_state";
+    // Forged, for other arguments, from another session: refused alike, and nothing runs.
+    for (session, arguments, state) in [
+        ("s1", args.clone(), "0123456789abcdef0123456789abcdef".to_owned()),
+        ("s1", args.clone(), "../../etc".to_owned()),
+        ("s1", json!({"ms": 11}), state.clone()),
+        ("s2", args.clone(), state.clone()),
+    ] {
+        let r = stateless_call(&gw, session, true, "fx__slow", arguments.clone(), with(&state)).await;
+        assert!(refused(&r), "{session} {arguments} {state}: {r}");
+    }
+    assert!(audit_of(&gw, "fx__slow").await.is_empty());
+
+    // The call it was made for, answered: it runs once.
+    let done = stateless_call(&gw, "s1", true, "fx__slow", args.clone(), with(&state)).await;
+    assert_eq!(done["result"]["isError"], false, "{done}");
+    let rows = audit_of(&gw, "fx__slow").await;
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    assert_eq!(rows[0]["outcome"], "success");
+    assert_eq!(rows[0]["source"], "user_approved", "{rows:?}");
+    // A spent state does not run it again.
+    let again = stateless_call(&gw, "s1", true, "fx__slow", args.clone(), with(&state)).await;
+    assert!(refused(&again), "{again}");
+    assert_eq!(audit_of(&gw, "fx__slow").await.len(), 1);
+
+    // A declined form is a rejection; a client that cannot elicit is refused, not sent a form.
+    let first = stateless_call(&gw, "s1", true, "fx__slow", args.clone(), json!({})).await;
+    let state = first["result"]["requestState"].as_str().unwrap().to_owned();
+    let declined = json!({"requestState": state, "inputResponses": {"approval": {"action": "decline"}}});
+    let r = stateless_call(&gw, "s1", true, "fx__slow", args.clone(), declined).await;
+    assert_eq!(r["result"]["isError"], true, "{r}");
+    assert!(text_of(&r).contains("rejected_by_user"), "{r}");
+    let r = stateless_call(&gw, "s3", false, "fx__slow", args.clone(), json!({})).await;
+    assert_eq!(r["result"]["isError"], true, "{r}");
+    assert!(text_of(&r).contains("non_interactive_deny"), "{r}");
+    gw.stop().await;
+}
+
+fn text_of(response: &Value) -> String {
+    response["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
+}
