@@ -13,7 +13,7 @@ use tracing::span::{Attributes, Id, Record};
 use tracing_subscriber::Layer;
 use tracing_subscriber::layer::{Context, SubscriberExt};
 
-type Spans = Arc<Mutex<Vec<(String, BTreeMap<String, String>)>>>;
+type Spans = Arc<Mutex<Vec<(Id, String, BTreeMap<String, String>)>>>;
 
 /// Records every span's name and fields into the capture in progress.
 struct Capture;
@@ -33,17 +33,19 @@ impl Visit for Fields<'_> {
 }
 
 impl<S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>> Layer<S> for Capture {
-    fn on_new_span(&self, attrs: &Attributes<'_>, _: &Id, _: Context<'_, S>) {
+    fn on_new_span(&self, attrs: &Attributes<'_>, id: &Id, _: Context<'_, S>) {
         let mut fields = BTreeMap::new();
         attrs.record(&mut Fields(&mut fields));
         if let Some(spans) = SINK.lock().unwrap().as_ref() {
-            spans.lock().unwrap().push((attrs.metadata().name().to_owned(), fields));
+            spans
+                .lock()
+                .unwrap()
+                .push((id.clone(), attrs.metadata().name().to_owned(), fields));
         }
     }
-    fn on_record(&self, _: &Id, values: &Record<'_>, _: Context<'_, S>) {
-        // Fields recorded later belong to the most recent span in these single-span tests.
+    fn on_record(&self, id: &Id, values: &Record<'_>, _: Context<'_, S>) {
         if let Some(spans) = SINK.lock().unwrap().as_ref()
-            && let Some((_, fields)) = spans.lock().unwrap().last_mut()
+            && let Some((_, _, fields)) = spans.lock().unwrap().iter_mut().rev().find(|(i, _, _)| i == id)
         {
             values.record(&mut Fields(fields));
         }
@@ -81,7 +83,14 @@ async fn spans_of(config: EngineConfig, tool: &str) -> Vec<(String, BTreeMap<Str
         )
         .await;
     *SINK.lock().unwrap() = None;
-    spans.lock().unwrap().clone()
+    // The subscriber is global: spans of other tests running meanwhile (the output-schema test)
+    // are captured too, and only this call's are kept.
+    let spans = spans.lock().unwrap().clone();
+    spans
+        .into_iter()
+        .filter(|(_, _, f)| f.get("gen_ai.tool.call.id").is_some_and(|id| id == "call_7"))
+        .map(|(_, name, fields)| (name, fields))
+        .collect()
 }
 
 #[tokio::test(flavor = "current_thread")]
