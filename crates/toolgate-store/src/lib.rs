@@ -84,8 +84,10 @@ fn redact_url(url: &str) -> String {
 /// How the journal reaches the disk.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Durability {
-    /// Every commit is synced (SQLite `synchronous = FULL`): a row committed before a tool runs
-    /// survives a power loss.
+    /// Every commit someone waits for is synced (SQLite `synchronous = FULL`): a row committed
+    /// before a tool runs, a grant, an ask survive a power loss. Rows closed at the end of a call
+    /// (nobody waits for them) are committed without a sync of their own, and reach the disk with
+    /// the next synced commit or checkpoint.
     #[default]
     Full,
     /// Commits survive a crash of the process, not of the machine (SQLite `synchronous = NORMAL`).
@@ -242,9 +244,12 @@ pub async fn open_sqlite(path: &Path, options: &StoreOptions) -> Result<SqlStore
     })
     .await
     .map_err(|e| sqlx_error(&at, e))?;
+    let full = options.durability == Durability::Full;
     let db = SqliteWriter {
         conn: Some(conn),
         connect: connect.clone(),
+        full,
+        synced: full,
     };
     let writer = writer::Writer::spawn(db, options.group_delay, options.write_timeout);
     let store = SqlStore::new(

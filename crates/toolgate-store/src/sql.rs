@@ -602,17 +602,38 @@ pub(crate) enum Reader {
 pub(crate) struct SqliteWriter {
     pub(crate) conn: Option<sqlx::SqliteConnection>,
     pub(crate) connect: sqlx::sqlite::SqliteConnectOptions,
+    /// The configured durability: `Full` syncs every commit someone waits for.
+    pub(crate) full: bool,
+    /// Whether the open connection is at `synchronous = FULL` now (it opens at the configured
+    /// level; a batch nobody waits for lowers it to `NORMAL`).
+    pub(crate) synced: bool,
 }
 
 #[async_trait]
 impl Apply for SqliteWriter {
-    async fn apply(&mut self, ops: &[&Op]) -> Result<Vec<u64>, sqlx::Error> {
+    async fn apply(&mut self, ops: &[&Op], sync: bool) -> Result<Vec<u64>, sqlx::Error> {
         use sqlx::{ConnectOptions, Connection};
         let conn = match &mut self.conn {
             Some(conn) => conn,
-            None => self.conn.insert(self.connect.connect().await?),
+            None => {
+                self.synced = self.full;
+                self.conn.insert(self.connect.connect().await?)
+            }
         };
+        let synced = &mut self.synced;
+        let want = self.full && sync;
         let result = async {
+            // `synchronous` is per connection and cheap to change between transactions (it does
+            // no I/O); in WAL mode a later synced commit syncs the frames of earlier ones too.
+            if *synced != want {
+                let pragma = if want {
+                    "PRAGMA synchronous = FULL"
+                } else {
+                    "PRAGMA synchronous = NORMAL"
+                };
+                sqlx::query(pragma).execute(&mut *conn).await?;
+                *synced = want;
+            }
             let mut tx = conn.begin_with("BEGIN IMMEDIATE").await?;
             let counts = lite::run_steps(&mut tx, ops).await?;
             tx.commit().await?;
@@ -633,7 +654,9 @@ pub(crate) struct PgWriter(pub(crate) PgPool);
 
 #[async_trait]
 impl Apply for PgWriter {
-    async fn apply(&mut self, ops: &[&Op]) -> Result<Vec<u64>, sqlx::Error> {
+    async fn apply(&mut self, ops: &[&Op], _sync: bool) -> Result<Vec<u64>, sqlx::Error> {
+        // Every commit waits for PostgreSQL's WAL flush: `synchronous_commit = off` would lose
+        // the last commits to a crash of the server, not only of the machine.
         let mut tx = self.0.begin().await?;
         let counts = pg::run_steps(&mut tx, ops).await?;
         tx.commit().await?;
@@ -962,5 +985,69 @@ mod tests {
             })
             .collect();
         assert_eq!(steps, ["rows [1, 2]", "superseded [0]", "one 3", "one 4", "rows [5]"]);
+    }
+
+    /// The connection's `synchronous` level: 1 NORMAL, 2 FULL.
+    async fn level(w: &mut SqliteWriter) -> i64 {
+        let conn = w.conn.as_mut().expect("the writer holds its connection");
+        sqlx::query_scalar("PRAGMA synchronous")
+            .fetch_one(conn)
+            .await
+            .expect("PRAGMA synchronous answers")
+    }
+
+    async fn writer_at(path: &std::path::Path, full: bool) -> SqliteWriter {
+        use sqlx::ConnectOptions;
+        use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqliteSynchronous};
+        let connect = SqliteConnectOptions::new()
+            .filename(path)
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal)
+            .synchronous(if full {
+                SqliteSynchronous::Full
+            } else {
+                SqliteSynchronous::Normal
+            });
+        let mut conn = connect.connect().await.expect("opens");
+        crate::migrate_sqlite(&mut conn).await.expect("migrates");
+        SqliteWriter {
+            conn: Some(conn),
+            connect,
+            full,
+            synced: full,
+        }
+    }
+
+    #[tokio::test]
+    async fn only_a_batch_someone_waits_for_is_synced_and_an_unsynced_commit_is_visible_at_once() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("t.db");
+        let mut w = writer_at(&path, true).await;
+        assert_eq!(level(&mut w).await, 2);
+        // Closed rows nobody waits for: committed without a sync...
+        w.apply(&[&journal("a", false)], false).await.expect("commits");
+        assert_eq!(level(&mut w).await, 1);
+        // ...and there for another connection (another process) at once.
+        let other = SqlitePool::connect(&format!("sqlite://{}", path.display()))
+            .await
+            .expect("a second connection");
+        let seen: i64 = sqlx::query_scalar("SELECT count(*) FROM journal WHERE call_id = 'a'")
+            .fetch_one(&other)
+            .await
+            .expect("reads");
+        assert_eq!(seen, 1);
+        // A write someone waits for is synced again, and so is everything before it.
+        w.apply(&[&journal("b", true)], true).await.expect("commits");
+        assert_eq!(level(&mut w).await, 2);
+        // A reconnect starts at the configured level.
+        w.conn = None;
+        w.apply(&[&journal("c", true)], true)
+            .await
+            .expect("reconnects and commits");
+        assert_eq!(level(&mut w).await, 2);
+        // `durability = "normal"` never syncs a commit, waited for or not.
+        let mut n = writer_at(&dir.path().join("n.db"), false).await;
+        n.apply(&[&journal("d", true)], true).await.expect("commits");
+        assert_eq!(level(&mut n).await, 1);
     }
 }

@@ -5,6 +5,15 @@
 //! for many calls. Busy and serialisation failures are retried; a batch that still fails is
 //! applied op by op so one bad write cannot take the others down with it.
 //!
+//! A batch holding a write someone waits for is synced to the disk before it is acknowledged. A
+//! batch of writes nobody waits for (journal rows closed at the end of a call) is committed
+//! without a sync where the database can tell the two apart (SQLite): committed, it is visible
+//! to every process and survives toolgate's own crash; it reaches the disk with the next synced
+//! commit or checkpoint, so only a power loss can take it. A call that is not read-only had its
+//! `started` row synced before it ran, so what a power loss can cost is that call's outcome (it
+//! is then closed as interrupted, `may_have_run`) or the row of a read-only call; in exchange a
+//! read-only call pays no fsync.
+//!
 //! A write someone waits for fails within the write timeout (plus one attempt). A write nobody
 //! waits for (the journal row of a read-only call) is never dropped because the database is away
 //! or its disk is full: it is held and retried with the next batch, up to [`HELD`] rows; beyond
@@ -103,8 +112,10 @@ pub(crate) enum Op {
 /// A database the writer can commit to.
 #[async_trait]
 pub(crate) trait Apply: Send + 'static {
-    /// Applies the ops in one transaction; how many rows each affected.
-    async fn apply(&mut self, ops: &[&Op]) -> Result<Vec<u64>, sqlx::Error>;
+    /// Applies the ops in one transaction; how many rows each affected. `sync`: the commit must
+    /// be on the disk before this returns (someone waits for one of the ops); otherwise a commit
+    /// that survives a crash of the process is enough.
+    async fn apply(&mut self, ops: &[&Op], sync: bool) -> Result<Vec<u64>, sqlx::Error>;
 }
 
 type Ack = oneshot::Sender<Result<u64, StoreError>>;
@@ -321,13 +332,14 @@ impl<A: Apply> Task<A> {
     /// transient; op by op when it fails otherwise (an outage fails them all alike).
     async fn commit(&mut self, batch: &[Msg]) -> Vec<Result<u64, StoreError>> {
         let ops: Vec<&Op> = batch.iter().map(|m| &m.op).collect();
-        match self.with_retries(&ops).await {
+        let sync = needs_sync(batch);
+        match self.with_retries(&ops, sync).await {
             Ok(counts) => counts.into_iter().map(Ok).collect(),
             Err(e) if ops.len() > 1 && !transient(&e) => {
                 let mut out = Vec::with_capacity(ops.len());
                 for op in ops {
                     out.push(
-                        self.with_retries(&[op])
+                        self.with_retries(&[op], sync)
                             .await
                             .map(|c| c.first().copied().unwrap_or(0))
                             .map_err(describe),
@@ -343,12 +355,12 @@ impl<A: Apply> Task<A> {
     }
 
     /// Retries transient failures, for at most the write timeout.
-    async fn with_retries(&mut self, ops: &[&Op]) -> Result<Vec<u64>, sqlx::Error> {
+    async fn with_retries(&mut self, ops: &[&Op], sync: bool) -> Result<Vec<u64>, sqlx::Error> {
         let deadline = Instant::now() + self.timeout;
         let mut pause = Duration::from_millis(5);
         let mut attempt = 1;
         loop {
-            match self.db.apply(ops).await {
+            match self.db.apply(ops, sync).await {
                 Err(e) if attempt < ATTEMPTS && transient(&e) && Instant::now() + pause < deadline => {
                     tracing::debug!(error = %e, attempt, "store write retried");
                     tokio::time::sleep(pause + Duration::from_millis(fastrand::u64(0..=pause.as_millis() as u64)))
@@ -360,6 +372,12 @@ impl<A: Apply> Task<A> {
             }
         }
     }
+}
+
+/// Whether a batch must be on the disk when it is acknowledged: it holds a write someone waits
+/// for. A flush waits only for the commit of what came before it, not for a sync.
+fn needs_sync(batch: &[Msg]) -> bool {
+    batch.iter().any(|m| m.ack.is_some() && !matches!(m.op, Op::Flush))
 }
 
 /// Nobody waits: waits a little for company, bounded by the group delay.
@@ -411,4 +429,37 @@ pub(crate) fn describe(e: sqlx::Error) -> StoreError {
         sqlx::Error::Database(d) => d.message().to_owned(),
         other => other.to_string(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn msg(op: Op, waited: bool) -> Msg {
+        Msg {
+            op,
+            ack: waited.then(|| oneshot::channel().0),
+            tries: 0,
+        }
+    }
+
+    fn row(claim: bool) -> Op {
+        Op::Journal {
+            row: Box::default(),
+            claim,
+        }
+    }
+
+    #[test]
+    fn a_batch_is_synced_when_someone_waits_for_a_write_in_it_and_a_flush_alone_does_not_count() {
+        assert!(!needs_sync(&[msg(row(false), false), msg(row(false), false)]));
+        assert!(!needs_sync(&[msg(row(false), false), msg(Op::Flush, true)]));
+        assert!(needs_sync(&[msg(row(false), false), msg(row(true), true)]));
+        let grant = Op::Grant {
+            session: "s".into(),
+            rule: "read_file".into(),
+            expires: None,
+        };
+        assert!(needs_sync(&[msg(Op::Flush, true), msg(grant, true)]));
+    }
 }
