@@ -200,9 +200,11 @@ async fn run(cli: Cli) -> Result<ExitCode> {
     }
     // The tools' permission subjects check rule examples while the configuration loads; the
     // registry is then built with the configured settings.
-    let defaults = toolgate_tools::builtin_tools();
+    // Made only when a rule needs them (building the tools derives their schemas).
+    let defaults = std::cell::OnceCell::new();
     let default_subject = |name: &str| {
         defaults
+            .get_or_init(toolgate_tools::builtin_tools)
             .iter()
             .find(|t| t.name() == name)
             .map(|t| t.spec().subject.clone())
