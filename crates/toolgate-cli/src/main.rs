@@ -240,7 +240,7 @@ async fn run(cli: Cli) -> Result<ExitCode> {
     for tool in &builtins {
         registry.register(tool.clone());
     }
-    let subject_of = |name: &str| registry.get(name).map(|e| e.tool().spec().subject.clone());
+    let subject_of = |name: &str| registry.registered(name).map(|e| e.tool().spec().subject.clone());
     // Trusted files (user, trusted project, --config) merge into one layer; an untrusted project
     // file contributes only its deny and ask rules.
     // Built-in defaults come last: none yet beyond the read-only hint in decide().
@@ -322,7 +322,7 @@ async fn run(cli: Cli) -> Result<ExitCode> {
         for (name, written) in &mcp_rules {
             let server = name.split("__").next().unwrap_or_default();
             let ready = matches!(hub.servers().get(server), Some(toolgate_mcp::ServerState::Ready { .. }));
-            if ready && registry.get(name).is_none() {
+            if ready && registry.registered(name).is_none() {
                 let prefix = format!("{server}__");
                 let names: Vec<&str> = registry
                     .entries()
@@ -389,7 +389,7 @@ async fn run(cli: Cli) -> Result<ExitCode> {
         let gateway = toolgate_mcp::Gateway::new(engine.clone(), hub, factory, via, Some(queue.clone()));
         let mut principal_rules = std::collections::HashMap::new();
         for (name, rules) in &config.principals {
-            let subject_of = |n: &str| engine.registry().get(n).map(|e| e.tool().spec().subject.clone());
+            let subject_of = |n: &str| engine.registry().registered(n).map(|e| e.tool().spec().subject.clone());
             let layer = rules
                 .layer(LayerSource::User, &subject_of)
                 .map_err(|e| anyhow!("[principals.{name}]: {e}"))?;

@@ -83,7 +83,7 @@ pub fn normalize(raw: &RawCall, registry: &Registry, cut_off: bool) -> Result<To
 
     let (mut arguments, arg_repair) = match &raw.arguments {
         RawArguments::Fields(fields) => {
-            let schema = registry.get(name.as_str()).map(|e| e.tool().parameters());
+            let schema = registry.registered(name.as_str()).map(|e| e.tool().parameters());
             (typed_fields(fields, schema), None)
         }
         other => match parse_arguments(other, cut_off) {

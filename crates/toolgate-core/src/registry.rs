@@ -88,6 +88,16 @@ impl Registry {
             self.by_provider.remove(&old.provider_name);
         }
         let provider_name = self.unique_provider_name(name.as_str());
+        if provider_name != provider_safe(name.as_str())
+            && let Some(holder) = self.by_provider.get(&provider_safe(name.as_str()))
+        {
+            tracing::warn!(
+                tool = %name,
+                other = %holder,
+                served_as = %provider_name,
+                "two tools map to the same model-facing name; the later one is renamed"
+            );
+        }
         self.by_provider.insert(provider_name.clone(), name.clone());
         self.tools.insert(
             name.clone(),
@@ -113,11 +123,27 @@ impl Registry {
         }
     }
 
-    /// Looks a tool up by its registered or its provider-safe name.
+    /// Looks up the tool a model means: the one shown under this model-facing name, else the one
+    /// registered under it when no tool is shown under it. Model-facing names are unique (a later
+    /// tool whose name maps to a taken one gets a suffix), so a name shown to the model always
+    /// runs the tool it was shown for, even where another tool is registered under that exact
+    /// name (`send.message` shown as `send_message`, beside a tool named `send_message`).
     pub fn get(&self, name: &str) -> Option<&Entry> {
-        self.tools
-            .get(name)
-            .or_else(|| self.by_provider.get(name).and_then(|n| self.tools.get(n)))
+        match self.by_provider.get(name) {
+            Some(registered) => self.tools.get(registered),
+            None => self.tools.get(name),
+        }
+    }
+
+    /// The tool registered under exactly this name (configuration and rules name tools so).
+    pub fn registered(&self, name: &str) -> Option<&Entry> {
+        self.tools.get(name)
+    }
+
+    /// The tool of a call stage 1 has read: its name is the registered name when the tool was
+    /// found (see [`Registry::get`] for names as a model writes them).
+    pub fn of_call(&self, name: &str) -> Option<&Entry> {
+        self.tools.get(name).or_else(|| self.get(name))
     }
 
     /// Every entry, sorted by name.
@@ -230,6 +256,7 @@ fn levenshtein(a: &str, b: &str) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::Value;
 
     #[test]
     fn provider_names_are_safe_and_bounded() {
@@ -239,6 +266,95 @@ mod tests {
         let safe = provider_safe(&long);
         assert_eq!(safe.len(), MAX_PROVIDER_NAME);
         assert_ne!(safe, provider_safe(&"x".repeat(101)));
+    }
+
+    struct Named(String, Value, ToolSpec);
+
+    #[async_trait::async_trait]
+    impl Tool for Named {
+        fn name(&self) -> &str {
+            &self.0
+        }
+        fn description(&self) -> &str {
+            "named"
+        }
+        fn parameters(&self) -> &Value {
+            &self.1
+        }
+        fn spec(&self) -> &ToolSpec {
+            &self.2
+        }
+        async fn execute(
+            &self,
+            _: &crate::tool::ToolContext,
+            _: Value,
+        ) -> Result<crate::tool::ToolOutput, crate::ToolError> {
+            Err(crate::ToolError::failed("not run here"))
+        }
+    }
+
+    fn named(name: &str) -> Arc<dyn Tool> {
+        Arc::new(Named(
+            name.into(),
+            serde_json::json!({"type": "object"}),
+            ToolSpec::default(),
+        ))
+    }
+
+    #[test]
+    fn a_model_facing_name_always_finds_the_tool_shown_under_it_whatever_the_order() {
+        for order in [
+            ["chat__send.message", "chat__send_message"],
+            ["chat__send_message", "chat__send.message"],
+        ] {
+            let mut r = Registry::new();
+            for name in order {
+                r.register(named(name));
+            }
+            // The mapping is a bijection: distinct model-facing names, each finding its own tool.
+            let shown: Vec<(String, String)> = r
+                .entries()
+                .map(|e| (e.provider_name().to_owned(), e.name().as_str().to_owned()))
+                .collect();
+            assert_ne!(shown[0].0, shown[1].0, "{order:?}");
+            for (provider, registered) in &shown {
+                assert_eq!(
+                    r.get(provider).map(|e| e.name().as_str()),
+                    Some(registered.as_str()),
+                    "{order:?}"
+                );
+                assert_eq!(
+                    r.registered(registered).map(|e| e.name().as_str()),
+                    Some(registered.as_str())
+                );
+            }
+            // The first keeps the plain name, the later one is renamed.
+            assert_eq!(r.get("chat__send_message").map(|e| e.name().as_str()), Some(order[0]));
+            assert_eq!(r.get("chat__send_message_2").map(|e| e.name().as_str()), Some(order[1]));
+        }
+    }
+
+    #[test]
+    fn many_names_mapping_to_one_stay_apart_and_replacing_a_tool_keeps_its_name() {
+        let names = ["a.b", "a b", "a/b", "a:b", "a_b", "a+b", "a@b", "a b_2"];
+        let mut r = Registry::new();
+        for name in names {
+            r.register(named(name));
+        }
+        let mut seen = std::collections::HashSet::new();
+        for e in r.entries() {
+            assert!(
+                seen.insert(e.provider_name().to_owned()),
+                "{} shown twice",
+                e.provider_name()
+            );
+            assert_eq!(r.get(e.provider_name()).map(|x| x.name()), Some(e.name()));
+        }
+        assert_eq!(seen.len(), names.len());
+        let before = r.get("a.b").map(|e| e.provider_name().to_owned());
+        r.register(named("a.b"));
+        assert_eq!(r.get("a.b").map(|e| e.provider_name().to_owned()), before);
+        assert!(r.unregister("a_b") && r.registered("a_b").is_none());
     }
 
     #[test]

@@ -8,6 +8,7 @@ use common::*;
 use serde_json::{Value, json};
 use std::sync::Arc;
 use toolgate_core::tool::{Assembly, ToolContext, ToolOutput, ToolSpec, TurnView};
+use toolgate_core::types::ToolName;
 use toolgate_core::{EngineConfig, Format, Tool, ToolError, TurnOptions};
 
 /// A tool with three modes that narrows itself to one on even iterations and hides itself
@@ -207,4 +208,92 @@ async fn a_tool_that_succeeded_in_deliberate_mode_stays_exposed_for_two_turns() 
     assert_eq!(pick_after(0).await, None);
     assert_eq!(pick_after(1).await, None);
     assert_eq!(pick_after(2).await.as_deref(), Some("not_available"));
+}
+
+/// Two upstream tools whose names map to one model-facing name: the call made under the name the
+/// model was shown runs the tool it was shown for, never the one registered under that exact name.
+#[tokio::test]
+async fn the_name_a_model_was_shown_runs_the_tool_it_was_shown_for() {
+    let chat: Arc<dyn Tool> = Arc::new(FnTool::new("send.message", read_only(), |_, _| async {
+        Ok(ToolOutput::text("chat message sent"))
+    }));
+    let mail: Arc<dyn Tool> = Arc::new(FnTool::new("send_message", read_only(), |_, _| async {
+        Ok(ToolOutput::text("e-mail sent"))
+    }));
+    let h = harness(vec![chat, mail], EngineConfig::default());
+    let list = h.engine.tool_list(Format::Openai, &TurnOptions::default());
+    let shown: Vec<String> = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["function"]["name"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(shown.len(), 2, "{shown:?}");
+    assert_ne!(shown[0], shown[1]);
+    let answer = openai_answer(&[("a", "send_message", "{}"), ("b", "send_message_2", "{}")]);
+    let turn = h.engine.run_turn(&h.session, &answer, TurnOptions::default()).await;
+    let texts: Vec<String> = turn
+        .outcomes
+        .iter()
+        .map(|o| o.entry().unwrap().content.to_string())
+        .collect();
+    assert!(texts[0].contains("chat message sent"), "{texts:?}");
+    assert!(texts[1].contains("e-mail sent"), "{texts:?}");
+}
+
+/// A refusal among thousands of tools names the closest few and how many there are, not all.
+#[tokio::test]
+async fn a_not_available_refusal_is_bounded_whatever_the_number_of_tools() {
+    let mut tools: Vec<Arc<dyn Tool>> = (0..2_000)
+        .map(|i| echo(&format!("server__tool_number_{i:04}"), read_only()))
+        .collect();
+    tools.push(echo("get_weather", read_only()));
+    let h = harness(tools, EngineConfig::default());
+    let everything_but_weather: Vec<ToolName> = (0..2_000)
+        .map(|i| ToolName::new(format!("server__tool_number_{i:04}")))
+        .collect();
+    let options = TurnOptions {
+        allowlist: Some(everything_but_weather),
+        ..TurnOptions::default()
+    };
+    let turn = h
+        .engine
+        .run_turn(&h.session, &openai_answer(&[("x", "get_weather", "{}")]), options)
+        .await;
+    let e = turn.outcomes[0].entry().unwrap().content["error"].clone();
+    assert_eq!(e["type"], "not_available");
+    assert_eq!(e["available_count"], 2_000);
+    let offered = e["allowed_tools"].as_array().unwrap();
+    assert!(offered.len() <= 3, "{offered:?}");
+    let size = e.to_string().len();
+    assert!(size < 1_024, "{size} bytes");
+    // Lower bound: a call one letter off still gets the names it meant.
+    let options = TurnOptions {
+        allowlist: Some(
+            std::iter::once(42)
+                .chain(100..120)
+                .map(|i| ToolName::new(format!("server__tool_number_{i:04}")))
+                .collect(),
+        ),
+        ..TurnOptions::default()
+    };
+    let turn = h
+        .engine
+        .run_turn(
+            &h.session,
+            &openai_answer(&[("y", "server__tool_number_0043", "{}")]),
+            options,
+        )
+        .await;
+    let e = &turn.outcomes[0].entry().unwrap().content["error"];
+    assert_eq!(e["type"], "not_available");
+    assert_eq!(e["available_count"], 21);
+    assert!(
+        e["allowed_tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|n| n == "server__tool_number_0042"),
+        "{e}"
+    );
 }

@@ -14,6 +14,9 @@ use crate::validate::CompiledSchema;
 use serde_json::Value;
 use std::sync::Arc;
 
+/// A `not_available` refusal names every tool available when there are at most this many.
+pub(crate) const LISTED_AT_MOST: usize = 16;
+
 /// A tool as exposed this turn.
 pub(crate) struct Exposed {
     pub(crate) description: Option<String>,
@@ -52,7 +55,7 @@ impl Engine {
     /// Stage 3: the tool the call names, or `unknown_tool` with up to 3 close names among the
     /// tools exposed this turn.
     pub(crate) fn lookup<'t>(&self, turn: &'t TurnState, name: &ToolName) -> Result<&'t Entry, CallError> {
-        if let Some(entry) = turn.registry.get(name.as_str()) {
+        if let Some(entry) = turn.registry.of_call(name.as_str()) {
             return Ok(entry);
         }
         let exposed = self.exposed_names(turn);
@@ -66,18 +69,38 @@ impl Engine {
     }
 
     /// Stage 4: the tool as exposed this turn, or `not_available` with the tools that are.
+    /// The names it offers are bounded: all of them when there are at most
+    /// [`LISTED_AT_MOST`], else the closest few and how many there are (thousands of upstream
+    /// tools made one refusal 169 KB).
     pub(crate) fn expose(&self, entry: &Entry, turn: &TurnState) -> Result<Exposed, CallError> {
         self.exposure(entry, turn).map_err(|why| {
-            let allowed = self.exposed_names(turn);
-            CallError::new(
-                ErrorKind::NotAvailable,
-                format!(
-                    "The tool {:?} is not available this turn ({why}). Use one of: {}.",
-                    entry.provider_name(),
-                    allowed.join(", ")
-                ),
-            )
-            .with("allowed_tools", allowed)
+            let exposed = self.exposed_names(turn);
+            let count = exposed.len();
+            let name = entry.provider_name();
+            let (offered, message) = if count <= LISTED_AT_MOST {
+                let message = match count {
+                    0 => format!("The tool {name:?} is not available this turn ({why}), and no tool is."),
+                    _ => format!(
+                        "The tool {name:?} is not available this turn ({why}). Use one of: {}.",
+                        exposed.join(", ")
+                    ),
+                };
+                (exposed, message)
+            } else {
+                let closest = Registry::suggestions(name, exposed.iter().map(String::as_str));
+                let message = if closest.is_empty() {
+                    format!("The tool {name:?} is not available this turn ({why}); {count} other tools are.")
+                } else {
+                    format!(
+                        "The tool {name:?} is not available this turn ({why}); {count} other tools are, the closest: {}.",
+                        closest.join(", ")
+                    )
+                };
+                (closest, message)
+            };
+            CallError::new(ErrorKind::NotAvailable, message)
+                .with("allowed_tools", offered)
+                .with("available_count", count)
         })
     }
 

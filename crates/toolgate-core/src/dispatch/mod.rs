@@ -134,7 +134,7 @@ impl Engine {
         );
         if !span.is_disabled() {
             span.record("otel.name", format!("execute_tool {}", call.name).as_str());
-            if let Some(e) = turn.registry.get(call.name.as_str()) {
+            if let Some(e) = turn.registry.of_call(call.name.as_str()) {
                 span.record("gen_ai.tool.description", e.tool().description());
             }
             if self.config.trace_content {
