@@ -331,14 +331,71 @@ impl Gateway {
         InitializeResult::new(capabilities).with_server_info(Implementation::new("toolgate", env!("CARGO_PKG_VERSION")))
     }
 
-    /// The tools exposed, as `tools/list` answers.
-    pub fn list(&self) -> Result<ListToolsResult, McpError> {
+    /// One page of the tools exposed, as `tools/list` answers: sorted by name, at most
+    /// [`PAGE_TOOLS`] tools or [`PAGE_BYTES`] of them (one tool at least), then a cursor that
+    /// names the last tool sent, so a list that changes between pages neither repeats nor skips
+    /// a tool that stayed.
+    pub fn list(&self, cursor: Option<&str>) -> Result<ListToolsResult, McpError> {
+        let after = match cursor {
+            None => None,
+            Some(c) => Some(cursor_name(c).ok_or_else(|| {
+                McpError::invalid_params(
+                    "the cursor is not one this server gave",
+                    Some(json!({"reason": "invalid_cursor"})),
+                )
+            })?),
+        };
         let mut list = self.engine.tool_list(Format::Mcp, &TurnOptions::default());
-        let tools: Vec<rmcp::model::Tool> = serde_json::from_value(list["tools"].take())
+        let mut tools = match list["tools"].take() {
+            Value::Array(tools) => tools,
+            _ => Vec::new(),
+        };
+        tools.sort_by(|a, b| a["name"].as_str().cmp(&b["name"].as_str()));
+        let start = match after {
+            Some(after) => tools.partition_point(|t| t["name"].as_str().is_some_and(|n| n <= after)),
+            None => 0,
+        };
+        let mut page = Vec::new();
+        let mut bytes = 0;
+        for tool in tools.iter().skip(start) {
+            let size = tool.to_string().len();
+            if !page.is_empty() && (page.len() >= PAGE_TOOLS || bytes + size > PAGE_BYTES) {
+                break;
+            }
+            bytes += size;
+            page.push(tool.clone());
+        }
+        let more = start + page.len() < tools.len();
+        let next = page
+            .last()
+            .and_then(|t| t["name"].as_str())
+            .filter(|_| more)
+            .map(|n| format!("{CURSOR_PREFIX}{n}"));
+        let page: Vec<rmcp::model::Tool> = serde_json::from_value(Value::Array(page))
             .map_err(|e| McpError::internal_error(format!("tool list: {e}"), None))?;
         // The SDK's constructor fills what each protocol revision needs (`resultType`…).
-        Ok(ListToolsResult::with_all_items(tools))
+        let mut result = ListToolsResult::with_all_items(page);
+        result.next_cursor = next;
+        Ok(result)
     }
+}
+
+/// Tools per `tools/list` page at most.
+pub const PAGE_TOOLS: usize = 256;
+/// JSON bytes of tools per `tools/list` page at most (a single larger tool gets a page alone):
+/// the Python SDK refuses a server-sent event over 1 MiB.
+pub const PAGE_BYTES: usize = 512 * 1024;
+const CURSOR_PREFIX: &str = "after:";
+
+/// The tool name a cursor this server gave continues after; `None` for anything else.
+fn cursor_name(cursor: &str) -> Option<&str> {
+    let name = cursor.strip_prefix(CURSOR_PREFIX)?;
+    let safe = !name.is_empty()
+        && name.len() <= toolgate_core::registry::MAX_PROVIDER_NAME
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+    safe.then_some(name)
 }
 
 /// One client session's handler (rmcp makes one per session).
@@ -709,11 +766,11 @@ impl ServerHandler for GatewayHandler {
 
     async fn list_tools(
         &self,
-        _request: Option<PaginatedRequestParams>,
+        request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
         self.session(&context.peer, &context.extensions).await;
-        self.gateway.list()
+        self.gateway.list(request.as_ref().and_then(|r| r.cursor.as_deref()))
     }
 
     async fn call_tool(
