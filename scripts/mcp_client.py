@@ -2,7 +2,8 @@
 
     mcp_client.py [--approve URL TOKEN] [--elicit JSON ...] (--url URL | --stdio CMD [ARG...]) --call NAME JSON [--call NAME JSON ...]
 
-Lists the tools, makes each call, and prints one JSON object: the SDK version, the tool names,
+Lists the tools (every page, following the cursors), makes each call, and prints one JSON object:
+the SDK version, the tool names and how many pages they came in,
 and per call `isError`, the text and `structuredContent`. `$HANDLE` in a call's JSON is the
 `read_result` handle the latest truncated result named, so a later call can page through an
 earlier one. `--approve` answers the first ask of the gateway's queue with `approve_tool`
@@ -127,13 +128,26 @@ def summary(result):
     }
 
 
+async def all_tools(list_tools):
+    """Every tool name, page after page as the server's cursors lead; and how many pages."""
+    names, cursor, pages = [], None, 0
+    while pages < 1000:
+        page = await list_tools(cursor=cursor)
+        pages += 1
+        names += [t.name for t in page.tools]
+        cursor = field(page, "nextCursor", "next_cursor")
+        if not cursor:
+            break
+    return names, pages
+
+
 async def run_v2(url, stdio, calls, elicit):
     from mcp import Client, StdioServerParameters
 
     server = url if url else StdioServerParameters(command=stdio[0], args=stdio[1:])
     async with Client(server, elicitation_callback=elicit.callback()) as client:
-        tools = await client.list_tools()
-        out = {"tools": [t.name for t in tools.tools], "calls": []}
+        names, pages = await all_tools(client.list_tools)
+        out = {"tools": names, "pages": pages, "calls": []}
         for name, args in calls:
             out["calls"].append(calls.saw(summary(await client.call_tool(name, args))))
         return out
@@ -145,8 +159,8 @@ async def run_v1(url, stdio, calls, elicit):
     async def session_calls(read, write):
         async with ClientSession(read, write, elicitation_callback=elicit.callback()) as session:
             await session.initialize()
-            tools = await session.list_tools()
-            out = {"tools": [t.name for t in tools.tools], "calls": []}
+            names, pages = await all_tools(session.list_tools)
+            out = {"tools": names, "pages": pages, "calls": []}
             for name, args in calls:
                 out["calls"].append(calls.saw(summary(await session.call_tool(name, args))))
             return out

@@ -434,3 +434,64 @@ fn python_clients_approve_by_elicitation_across_calls() {
         }
     }
 }
+
+/// A list larger than one server-sent event a client takes (1 MiB): an upstream built on the
+/// official SDK's FastMCP with 1,500 tools of ~900 bytes each, behind `toolgate serve`, listed by
+/// both SDK generations over HTTP and stdio, page after page, every tool once; and a call to the
+/// last of them runs it.
+#[test]
+fn python_clients_list_thousands_of_upstream_tools_in_pages() {
+    let (Some(py1), Some(py2)) = (peer("TOOLGATE_MCP_PY1"), peer("TOOLGATE_MCP_PY2")) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let work = dir.path().join("work");
+    std::fs::create_dir_all(&work).unwrap();
+    let server = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scripts/many_tools_server.py");
+    let config = dir.path().join("gateway.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[permissions]\nallow = [\"many__*\"]\n\n[mcp_servers.many]\ncommand = {:?}\nargs = [{server:?}, \"1500\"]\nstartup_timeout_secs = 120\n",
+            py1.display().to_string()
+        ),
+    )
+    .unwrap();
+    let (_serve, endpoint) = serve_http(&work, &config, "approver-token-for-the-paging-test");
+    let stdio = vec![
+        "--stdio".to_owned(),
+        env!("CARGO_BIN_EXE_toolgate").to_owned(),
+        "--config".to_owned(),
+        config.display().to_string(),
+        "--workspace".to_owned(),
+        work.display().to_string(),
+        "--store".to_owned(),
+        "memory".to_owned(),
+        "serve".to_owned(),
+        "--stdio".to_owned(),
+    ];
+    let calls = vec![("many__tool_01499".to_owned(), r#"{"q": "last"}"#.to_owned())];
+    for python in [&py1, &py2] {
+        for target in [vec!["--url".to_owned(), endpoint.clone()], stdio.clone()] {
+            let out = drive_calls(python, &calls, &target);
+            let how = format!("mcp {} {}", out["version"], target[0]);
+            let names: Vec<&str> = out["tools"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter_map(Value::as_str)
+                .collect();
+            let upstream: Vec<&&str> = names.iter().filter(|n| n.starts_with("many__")).collect();
+            assert_eq!(upstream.len(), 1_500, "{how}");
+            let unique: std::collections::HashSet<&&str> = names.iter().collect();
+            assert_eq!(unique.len(), names.len(), "{how}: a tool came twice");
+            assert!(out["pages"].as_u64().unwrap() >= 3, "{how}: {} pages", out["pages"]);
+            let call = &out["calls"][0];
+            assert_eq!(call["isError"], false, "{how}: {call}");
+            assert!(
+                call["text"].as_str().unwrap().contains("tool 1499: last"),
+                "{how}: {call}"
+            );
+        }
+    }
+}
