@@ -209,6 +209,24 @@ pub async fn run(
         "toolgate: serving {} tools: MCP at http://{addr}/mcp, REST at http://{addr}/v1/",
         gateway.engine.registry().len()
     );
+    let unserved: Vec<toolgate_mcp::Unserved> = gateway
+        .hub
+        .iter()
+        .flat_map(|hub| hub.servers().into_values())
+        .flat_map(|state| match state {
+            toolgate_mcp::ServerState::Ready { unserved, .. } => unserved,
+            _ => Vec::new(),
+        })
+        .collect();
+    if !unserved.is_empty() {
+        let names: Vec<&str> = unserved.iter().take(10).map(|u| u.tool.as_str()).collect();
+        eprintln!(
+            "toolgate: warning: {} upstream tools are not served, their schemas do not compile ({}{}; /healthz lists each with where its schema is wrong)",
+            unserved.len(),
+            names.join(", "),
+            if unserved.len() > 10 { ", …" } else { "" }
+        );
+    }
     if generated {
         eprintln!(
             "toolgate: approver token for /v1/approvals: {} (set TOOLGATE_SERVE_APPROVER_TOKEN to choose it)",

@@ -81,9 +81,12 @@ impl CompiledSchema {
             });
             read_as = Some(draft);
         }
-        let validator = options
-            .build(schema)
-            .map_err(|e| format!("the tool's parameter schema does not compile: {e}"))?;
+        let validator = options.build(schema).map_err(|e| {
+            // Where in the schema: the meta-schema check reports the schema as its instance.
+            let at = e.instance_path().to_string();
+            let at = if at.is_empty() { "/".to_owned() } else { at };
+            format!("the tool's parameter schema does not compile at {at}: {e}")
+        })?;
         Ok(Self {
             schema: schema.clone(),
             hash: crate::guard::canonical_hash(schema),
@@ -167,6 +170,175 @@ impl CompiledSchema {
             format!("The arguments do not match the tool's schema ({summary}). Fix them and call again."),
         )
         .with("errors", json!(violations)))
+    }
+}
+
+/// Type names real servers write that are not JSON Schema's, read as the type they plainly mean
+/// (Python, Java, C#, TypeScript and SQL spellings), compared ignoring case. `any` and `object`
+/// spellings of "anything" are not here: they are handled by [`normalize_schema`].
+const TYPE_SPELLINGS: &[(&str, &str)] = &[
+    ("float", "number"),
+    ("double", "number"),
+    ("decimal", "number"),
+    ("real", "number"),
+    ("float32", "number"),
+    ("float64", "number"),
+    ("bigdecimal", "number"),
+    ("int", "integer"),
+    ("long", "integer"),
+    ("short", "integer"),
+    ("int32", "integer"),
+    ("int64", "integer"),
+    ("uint", "integer"),
+    ("bigint", "integer"),
+    ("biginteger", "integer"),
+    ("str", "string"),
+    ("text", "string"),
+    ("char", "string"),
+    ("uuid", "string"),
+    ("date", "string"),
+    ("datetime", "string"),
+    ("bool", "boolean"),
+    ("dict", "object"),
+    ("map", "object"),
+    ("hashmap", "object"),
+    ("record", "object"),
+    ("list", "array"),
+    ("tuple", "array"),
+    ("set", "array"),
+    ("arraylist", "array"),
+    ("none", "null"),
+    ("nil", "null"),
+];
+
+/// Makes a schema that does not compile because of type names JSON Schema lacks into the one it
+/// plainly means, in place: `float` → `number`, `dict` → `object`, `String` → `string`, `any`
+/// (and an empty `type` list) → no type constraint. Returns what it changed, one line each with
+/// its JSON pointer; nothing when no spelling is recognised (the schema is then left as it was).
+pub fn normalize_schema(schema: &mut Value) -> Vec<String> {
+    let mut changes = Vec::new();
+    let mut pointer = String::new();
+    normalize_at(schema, &mut pointer, &mut changes, 0);
+    changes
+}
+
+fn normal_type(name: &str) -> Option<&'static str> {
+    const STANDARD: &[&str] = &["string", "number", "integer", "boolean", "object", "array", "null"];
+    let lower = name.to_ascii_lowercase();
+    if let Some(standard) = STANDARD.iter().find(|s| **s == lower) {
+        return (name != *standard).then_some(standard);
+    }
+    TYPE_SPELLINGS
+        .iter()
+        .find(|(from, _)| *from == lower)
+        .map(|(_, to)| *to)
+}
+
+fn normalize_at(schema: &mut Value, pointer: &mut String, changes: &mut Vec<String>, depth: usize) {
+    if depth > MAX_DEPTH {
+        return;
+    }
+    let Value::Object(object) = schema else {
+        return;
+    };
+    let anything = |t: &str| matches!(t.to_ascii_lowercase().as_str(), "any" | "mixed" | "unknown");
+    let at = if pointer.is_empty() { "/" } else { pointer.as_str() };
+    match object.get_mut("type") {
+        Some(Value::String(t)) if anything(t) => {
+            changes.push(format!("{at}/type: `{t}` read as any type"));
+            object.remove("type");
+        }
+        Some(Value::String(t)) => {
+            if let Some(to) = normal_type(t) {
+                changes.push(format!("{at}/type: `{t}` read as `{to}`"));
+                *t = to.to_owned();
+            }
+        }
+        Some(Value::Array(types)) => {
+            if types.iter().any(|t| t.as_str().is_some_and(anything)) {
+                changes.push(format!("{at}/type: a list with `any` read as any type"));
+                object.remove("type");
+            } else {
+                let mut out: Vec<Value> = Vec::with_capacity(types.len());
+                for t in types.iter() {
+                    let mapped = match t.as_str().and_then(normal_type) {
+                        Some(to) => {
+                            changes.push(format!(
+                                "{at}/type: `{}` read as `{to}`",
+                                t.as_str().unwrap_or_default()
+                            ));
+                            Value::String(to.to_owned())
+                        }
+                        None => t.clone(),
+                    };
+                    if !out.contains(&mapped) {
+                        out.push(mapped);
+                    }
+                }
+                if out.is_empty() {
+                    changes.push(format!("{at}/type: an empty list read as any type"));
+                    object.remove("type");
+                } else {
+                    *types = out;
+                }
+            }
+        }
+        _ => {}
+    }
+    // Draft 7's tuple form, which 2020-12 spells `prefixItems` (and `additionalItems` `items`).
+    if object.get("items").is_some_and(Value::is_array) && !object.contains_key("prefixItems") {
+        changes.push(format!("{at}/items: a list read as `prefixItems`"));
+        if let Some(items) = object.remove("items") {
+            object.insert("prefixItems".into(), items);
+        }
+        if let Some(rest) = object.remove("additionalItems") {
+            object.insert("items".into(), rest);
+        }
+    }
+    for (key, value) in object.iter_mut() {
+        let base = pointer.len();
+        match key.as_str() {
+            "items"
+            | "additionalProperties"
+            | "additionalItems"
+            | "contains"
+            | "propertyNames"
+            | "not"
+            | "if"
+            | "then"
+            | "else"
+            | "unevaluatedProperties"
+            | "unevaluatedItems"
+                if value.is_object() =>
+            {
+                pointer.push('/');
+                pointer.push_str(key);
+                normalize_at(value, pointer, changes, depth + 1);
+            }
+            "allOf" | "anyOf" | "oneOf" | "prefixItems" | "items" => {
+                if let Value::Array(items) = value {
+                    for (i, item) in items.iter_mut().enumerate() {
+                        pointer.truncate(base);
+                        pointer.push_str(&format!("/{key}/{i}"));
+                        normalize_at(item, pointer, changes, depth + 1);
+                    }
+                }
+            }
+            "properties" | "patternProperties" | "$defs" | "definitions" | "dependentSchemas" => {
+                if let Value::Object(map) = value {
+                    for (name, sub) in map.iter_mut() {
+                        pointer.truncate(base);
+                        pointer.push('/');
+                        pointer.push_str(key);
+                        pointer.push('/');
+                        pointer.push_str(&name.replace('~', "~0").replace('/', "~1"));
+                        normalize_at(sub, pointer, changes, depth + 1);
+                    }
+                }
+            }
+            _ => {}
+        }
+        pointer.truncate(base);
     }
 }
 
@@ -422,6 +594,51 @@ fn display(pointer: &str) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn type_names_servers_write_are_read_as_what_they_mean_and_nothing_else_changes() {
+        let mut served = json!({
+            "type": "object",
+            "properties": {
+                "ratio": {"type": "float"},
+                "opts": {"type": "dict", "properties": {"n": {"type": "Integer"}}},
+                "tags": {"type": "List", "items": {"type": "str"}},
+                "pair": {"type": "tuple", "items": [{"type": "int64"}, {"type": "String"}]},
+                "blob": {"type": "any"},
+                "maybe": {"type": ["float", "null", "double"]},
+                "a/b": {"anyOf": [{"type": "bool"}, {"type": "string"}]}
+            },
+            "required": ["ratio"]
+        });
+        assert!(CompiledSchema::compile(&served).is_err());
+        let changes = normalize_schema(&mut served);
+        for expected in [
+            "/properties/ratio/type: `float` read as `number`",
+            "/properties/opts/type: `dict` read as `object`",
+            "/properties/opts/properties/n/type: `Integer` read as `integer`",
+            "/properties/tags/items/type: `str` read as `string`",
+            "/properties/pair/items: a list read as `prefixItems`",
+            "/properties/pair/prefixItems/0/type: `int64` read as `integer`",
+            "/properties/blob/type: `any` read as any type",
+            "/properties/a~1b/anyOf/0/type: `bool` read as `boolean`",
+        ] {
+            assert!(changes.iter().any(|c| c == expected), "{expected} not in {changes:#?}");
+        }
+        assert_eq!(served["properties"]["maybe"]["type"], json!(["number", "null"]));
+        let compiled = CompiledSchema::compile(&served).expect("compiles once normalised");
+        assert!(compiled.is_valid(&json!({"ratio": 1.5, "opts": {"n": 2}, "tags": ["x"], "blob": [1], "maybe": null})));
+        assert!(!compiled.is_valid(&json!({"ratio": "fast"})));
+        assert!(!compiled.is_valid(&json!({"ratio": 1, "tags": [3]})));
+        assert!(!compiled.is_valid(&json!({"ratio": 1, "opts": {"n": 2.5}})));
+        // A schema that already compiles is not touched; an unknown spelling is not guessed.
+        let mut fine = schema();
+        assert!(normalize_schema(&mut fine).is_empty());
+        assert_eq!(fine, schema());
+        let mut unknown = json!({"type": "object", "properties": {"x": {"type": "banana"}}});
+        assert!(normalize_schema(&mut unknown).is_empty());
+        let error = CompiledSchema::compile(&unknown).err().expect("still refused");
+        assert!(error.contains("/properties/x/type"), "{error}");
+    }
 
     #[test]
     fn only_schemas_that_mean_the_same_in_draft_7_are_read_as_draft_7() {

@@ -49,7 +49,7 @@ async fn run() -> Result<(), String> {
 
 async fn drive(engine: &Arc<Engine>, hub: &Arc<Hub>, store: Arc<dyn Store>, scenario: &str) -> Result<(), String> {
     match hub.servers().get(SERVER) {
-        Some(ServerState::Ready { tools }) => eprintln!("connected: {tools} tool(s)"),
+        Some(ServerState::Ready { tools, .. }) => eprintln!("connected: {tools} tool(s)"),
         other => return Err(format!("the server did not connect: {other:?}")),
     }
     // The suite drives this client, not a model: every call is allowed, and still validated,

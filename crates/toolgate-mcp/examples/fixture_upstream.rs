@@ -5,6 +5,9 @@
 //!   (progress every 50 ms for `ms` milliseconds), `hang` (never answers, notes cancellations
 //!   on stderr), `crash` (the process exits mid-call), `change` (changes `echo`'s definition
 //!   and sends `tools/list_changed`), `meta` (returns the request's `_meta`: trace context);
+//! - `sloppy`: `normal`, plus tools whose schemas real servers send and JSON Schema does not
+//!   know: `ratio` (`float`, `dict`: normalisable), `broken` (`banana`: not) and `loose`
+//!   (an output schema of type `weird`);
 //! - `garbage`: writes lines that are not JSON-RPC on stdout and never answers;
 //! - `silent`: reads stdin and never answers `initialize`.
 
@@ -25,6 +28,7 @@ static CANCELLED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::n
 #[derive(Clone, Default)]
 struct Fixture {
     changed: Arc<AtomicBool>,
+    sloppy: bool,
 }
 
 fn tool(value: Value) -> rmcp::model::Tool {
@@ -38,7 +42,7 @@ impl Fixture {
         } else {
             "Echoes the text."
         };
-        vec![
+        let mut tools = vec![
             tool(json!({"name": "echo", "description": echo_description,
                 "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]},
                 "annotations": {"readOnlyHint": true, "openWorldHint": false}})),
@@ -69,7 +73,18 @@ impl Fixture {
             tool(
                 json!({"name": "cancellations", "description": "How many notifications/cancelled arrived.", "inputSchema": {"type": "object"}}),
             ),
-        ]
+        ];
+        if self.sloppy {
+            tools.extend([
+                tool(json!({"name": "ratio", "description": "Echoes x.",
+                    "inputSchema": {"type": "object", "properties": {"x": {"type": "float"}, "opts": {"type": "dict"}}, "required": ["x"]}})),
+                tool(json!({"name": "broken", "description": "Never served.",
+                    "inputSchema": {"type": "object", "properties": {"x": {"type": "banana"}}}})),
+                tool(json!({"name": "loose", "description": "An output schema nobody can read.",
+                    "inputSchema": {"type": "object"}, "outputSchema": {"type": "weird"}})),
+            ]);
+        }
+        tools
     }
 }
 
@@ -149,6 +164,8 @@ impl ServerHandler for Fixture {
                 text("changed")
             }
             "secret" => text("you should not see this"),
+            "ratio" => text(format!("x={}", args["x"])),
+            "loose" => text("loose"),
             "cancellations" => text(CANCELLED.load(Ordering::SeqCst).to_string()),
             other => return Err(McpError::invalid_params(format!("no tool {other}"), None)),
         };
@@ -188,10 +205,11 @@ async fn main() {
         _ => match http {
             Some(addr) => serve_http(&addr).await,
             None => {
-                let running = match Fixture::default()
-                    .serve((tokio::io::stdin(), tokio::io::stdout()))
-                    .await
-                {
+                let fixture = Fixture {
+                    sloppy: mode == "sloppy",
+                    ..Fixture::default()
+                };
+                let running = match fixture.serve((tokio::io::stdin(), tokio::io::stdout())).await {
                     Ok(r) => r,
                     Err(e) => {
                         eprintln!("fixture: handshake failed: {e}");

@@ -3,7 +3,7 @@
 //! grants everywhere and says so — an approval never carries over to a tool that changed.
 
 use crate::tool::{McpTool, ToolDef};
-use crate::upstream::{Report, Upstream};
+use crate::upstream::{Report, Unserved, Upstream};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, Weak};
@@ -24,6 +24,9 @@ pub enum ServerState {
     Ready {
         /// Tools registered from it.
         tools: usize,
+        /// Its tools that are not served (a schema that does not compile even normalised).
+        #[serde(skip_serializing_if = "Vec::is_empty")]
+        unserved: Vec<Unserved>,
     },
     /// Down; retried in the background.
     Failed {
@@ -184,14 +187,22 @@ impl Hub {
                     .servers
                     .insert(server, ServerState::Failed { reason });
             }
-            Report::Tools { server, tools } => {
+            Report::Tools {
+                server,
+                tools,
+                unserved,
+            } => {
                 let (change, sessions) = {
                     let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
                     let old = state.tools.get(&server).cloned().unwrap_or_default();
                     let change = diff(&old, &tools);
-                    state
-                        .servers
-                        .insert(server.clone(), ServerState::Ready { tools: tools.len() });
+                    state.servers.insert(
+                        server.clone(),
+                        ServerState::Ready {
+                            tools: tools.len(),
+                            unserved,
+                        },
+                    );
                     state.tools.insert(server.clone(), tools);
                     state.sessions.retain(|s| s.strong_count() > 0);
                     let sessions: Vec<Arc<Session>> = state.sessions.iter().filter_map(Weak::upgrade).collect();

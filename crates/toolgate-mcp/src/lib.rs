@@ -23,7 +23,7 @@ pub use approve::{Queue, Via};
 pub use config::ServerConfig;
 pub use hub::{Hub, ServerState};
 pub use server::{Extension, Gateway, GatewayHandler, SessionFactory};
-pub use upstream::Upstream;
+pub use upstream::{Unserved, Upstream};
 
 /// Re-exported so embedding programs (the conformance fixture) need not name rmcp's version.
 pub use rmcp;

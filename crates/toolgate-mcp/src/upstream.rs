@@ -21,6 +21,47 @@ use tokio_util::sync::CancellationToken;
 use toolgate_core::ToolError;
 use toolgate_core::tool::{Progress, ProgressSink, ToolContext, ToolOutput};
 
+/// An upstream tool that is not served: its name as it would be registered, and why.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct Unserved {
+    /// `SERVER__tool`.
+    pub tool: String,
+    /// Why, with the JSON pointer of the problem in its schema.
+    pub problem: String,
+}
+
+/// Makes a tool's definition servable: a parameter schema that does not compile is normalised
+/// where its intent is plain (each change logged), else the tool is refused with the compile
+/// error; an output schema that does not compile either way is dropped (its results are then
+/// not checked against it), with a warning.
+fn servable(server: &str, def: &mut ToolDef) -> Result<(), String> {
+    use toolgate_core::validate::{CompiledSchema, normalize_schema};
+    if let Err(error) = CompiledSchema::compile(&def.input_schema) {
+        let mut fixed = def.input_schema.clone();
+        let changes = normalize_schema(&mut fixed);
+        if changes.is_empty() {
+            return Err(error);
+        }
+        CompiledSchema::compile(&fixed)?;
+        tracing::warn!(server, tool = %def.name, ?changes, "the tool's parameter schema was normalised to compile");
+        def.input_schema = fixed;
+    }
+    if let Some(output) = &def.output_schema
+        && let Err(error) = CompiledSchema::compile(output)
+    {
+        let mut fixed = output.clone();
+        let changes = normalize_schema(&mut fixed);
+        if !changes.is_empty() && CompiledSchema::compile(&fixed).is_ok() {
+            tracing::warn!(server, tool = %def.name, ?changes, "the tool's output schema was normalised to compile");
+            def.output_schema = Some(fixed);
+        } else {
+            tracing::warn!(server, tool = %def.name, "the tool's output schema is ignored: {}", error.replace("parameter schema", "output schema"));
+            def.output_schema = None;
+        }
+    }
+    Ok(())
+}
+
 /// What a supervisor tells the hub.
 #[derive(Debug)]
 pub enum Report {
@@ -30,6 +71,8 @@ pub enum Report {
         server: String,
         /// Its exposed tools.
         tools: Vec<Arc<McpTool>>,
+        /// Its tools that cannot be served, and why.
+        unserved: Vec<Unserved>,
     },
     /// The server could not be started or reached (it is retried in the background).
     Failed {
@@ -375,11 +418,12 @@ impl Upstream {
             let mut listed = self.list(&conn).await;
             loop {
                 match listed {
-                    Ok(tools) => {
+                    Ok((tools, unserved)) => {
                         failures = 0;
                         let _ = reports.send(Report::Tools {
                             server: self.name.clone(),
                             tools,
+                            unserved,
                         });
                     }
                     Err(reason) => {
@@ -424,18 +468,29 @@ impl Upstream {
         }
     }
 
-    async fn list(&self, conn: &Conn) -> Result<Vec<Arc<McpTool>>, String> {
+    /// The server's tools that can be served (schemas normalised where their intent is plain),
+    /// and those that cannot, each with the reason and where in its schema.
+    async fn list(&self, conn: &Conn) -> Result<(Vec<Arc<McpTool>>, Vec<Unserved>), String> {
         let tools = conn
             .peer
             .list_all_tools()
             .await
             .map_err(|e| format!("the MCP server `{}` could not list its tools: {e}", self.name))?;
         let mut out = Vec::with_capacity(tools.len());
+        let mut unserved = Vec::new();
         for tool in tools {
             if !self.config.exposes(&tool.name) {
                 continue;
             }
-            let def = ToolDef::from_mcp(&tool);
+            let mut def = ToolDef::from_mcp(&tool);
+            if let Err(problem) = servable(&self.name, &mut def) {
+                tracing::warn!(server = %self.name, tool = %def.name, "the tool is not served: {problem}");
+                unserved.push(Unserved {
+                    tool: format!("{}__{}", self.name, def.name),
+                    problem,
+                });
+                continue;
+            }
             out.push(Arc::new(McpTool::new(
                 &self.name,
                 def,
@@ -443,7 +498,7 @@ impl Upstream {
                 self.link.clone(),
             )));
         }
-        Ok(out)
+        Ok((out, unserved))
     }
 
     async fn connect(&self) -> Result<(RunningServiceCancellationToken, Arc<Conn>), String> {

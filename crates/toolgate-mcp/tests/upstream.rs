@@ -314,3 +314,46 @@ async fn streamable_http_upstreams_work_like_stdio_ones() {
     assert_eq!(content, json!({"sum": 3}));
     hub.shutdown(Duration::from_secs(5)).await;
 }
+
+/// Real servers send type names JSON Schema lacks. A tool whose schema means something plain
+/// (`float`, `dict`) is served with the schema normalised, and its arguments are still checked;
+/// one whose schema cannot be read (`banana`) is not served, and says so — in the server's state
+/// (which `/healthz` shows) with where its schema is wrong. Never silent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tools_with_schemas_that_do_not_compile_are_normalised_or_reported() {
+    let (engine, _) = engine(EngineConfig::default());
+    let hub = hub(&engine, vec![("fx", stdio("sloppy"))], Arc::new(MemoryStore::new())).await;
+    let servers = hub.servers();
+    let ServerState::Ready { tools, unserved } = &servers["fx"] else {
+        panic!("{servers:?}");
+    };
+    assert_eq!(unserved.len(), 1, "{unserved:?}");
+    assert_eq!(unserved[0].tool, "fx__broken");
+    assert!(
+        unserved[0].problem.contains("/properties/x/type"),
+        "{}",
+        unserved[0].problem
+    );
+    let health = serde_json::to_value(&servers).unwrap();
+    assert_eq!(health["fx"]["unserved"][0]["tool"], "fx__broken", "{health}");
+    let registry = engine.registry();
+    assert!(registry.get("fx__broken").is_none());
+    assert_eq!(*tools, registry.len());
+    let ratio = registry.get("fx__ratio").expect("normalised and served");
+    assert_eq!(ratio.tool().parameters()["properties"]["x"]["type"], "number");
+    assert_eq!(ratio.tool().parameters()["properties"]["opts"]["type"], "object");
+    // Served with its output schema dropped: its results are not checked against it.
+    let loose = registry.get("fx__loose").expect("served");
+    assert!(loose.tool().output_schema().is_none());
+    let session = yolo(&engine);
+    let (ok, content) = call(&engine, &session, "fx__ratio", json!({"x": 2.5})).await;
+    assert!(ok, "{content}");
+    assert_eq!(content, json!("x=2.5"));
+    // The normalised schema still refuses what it should.
+    let (ok, content) = call(&engine, &session, "fx__ratio", json!({"x": "fast"})).await;
+    assert!(!ok, "{content}");
+    assert_eq!(content["error"]["type"], "invalid_arguments", "{content}");
+    let (ok, content) = call(&engine, &session, "fx__loose", json!({})).await;
+    assert!(ok, "{content}");
+    hub.shutdown(Duration::from_secs(5)).await;
+}
