@@ -580,6 +580,13 @@ fn coerce(s: &str, types: &[&str]) -> Option<Value> {
     if types.contains(&"null") && (t == "null" || t.is_empty()) {
         return Some(Value::Null);
     }
+    // JSON text where an object or array is asked for (a provider that cannot express a free-form
+    // object, such as Gemini, is shown a string holding one).
+    if (types.contains(&"object") && t.starts_with('{')) || (types.contains(&"array") && t.starts_with('[')) {
+        return serde_json::from_str::<Value>(t)
+            .ok()
+            .filter(|v| (v.is_object() && types.contains(&"object")) || (v.is_array() && types.contains(&"array")));
+    }
     None
 }
 

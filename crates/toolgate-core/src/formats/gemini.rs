@@ -131,7 +131,64 @@ const KEEP: &[&str] = &[
 /// `const` and `oneOf` rewritten, `["T", "null"]` as `nullable`, unsupported keywords dropped.
 /// Validation still uses the full schema.
 pub fn to_gemini_schema(schema: &Value) -> Value {
-    convert(schema, schema, 0)
+    let mut out = convert(schema, schema, 0);
+    fit(&mut out, true);
+    out
+}
+
+/// What Gemini refuses that `convert` can leave: a schema with neither `type` nor `anyOf` (an
+/// untyped property), an `object` with no `properties` (a free-form map), and `required` naming
+/// a property that is not defined. The first two become a string holding JSON text (validation
+/// turns JSON text back into the object the full schema asks for), the third is dropped.
+fn fit(schema: &mut Value, top: bool) {
+    let Value::Object(out) = schema else {
+        return;
+    };
+    if let Some(Value::Object(props)) = out.get_mut("properties") {
+        for p in props.values_mut() {
+            fit(p, false);
+        }
+    }
+    for key in ["items"] {
+        if let Some(sub) = out.get_mut(key) {
+            fit(sub, false);
+        }
+    }
+    if let Some(Value::Array(any)) = out.get_mut("anyOf") {
+        for sub in any.iter_mut() {
+            fit(sub, false);
+        }
+    }
+    let defined: Vec<String> = out
+        .get("properties")
+        .and_then(Value::as_object)
+        .map(|p| p.keys().cloned().collect())
+        .unwrap_or_default();
+    if let Some(Value::Array(required)) = out.get_mut("required") {
+        required.retain(|r| r.as_str().is_some_and(|r| defined.iter().any(|d| d == r)));
+        if required.is_empty() {
+            out.remove("required");
+        }
+    }
+    if top {
+        return;
+    }
+    let untyped = !out.contains_key("type") && !out.contains_key("anyOf");
+    let free_object = out.get("type").and_then(Value::as_str) == Some("object") && defined.is_empty();
+    if untyped || free_object {
+        let what = if free_object { "a JSON object" } else { "any JSON value" };
+        let description = match out.get("description").and_then(Value::as_str) {
+            Some(d) => format!("{d} ({what}, written as JSON text)"),
+            None => format!("{what}, written as JSON text"),
+        };
+        let nullable = out.get("nullable").cloned();
+        out.clear();
+        out.insert("type".into(), json!("string"));
+        out.insert("description".into(), json!(description));
+        if let Some(n) = nullable {
+            out.insert("nullable".into(), n);
+        }
+    }
 }
 
 fn convert(root: &Value, schema: &Value, depth: usize) -> Value {
@@ -285,6 +342,131 @@ fn combinators(root: &Value, src: &Map<String, Value>, depth: usize, out: &mut M
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The rules Gemini's function-declaration documentation states for `parameters` (an
+    /// OpenAPI subset), as a checker: every schema typed (or an `anyOf`), an `object` below the
+    /// top with properties, `required` naming defined properties, only the documented keywords.
+    fn gemini_refusal(schema: &Value, top: bool, at: &str) -> Option<String> {
+        const KEYS: &[&str] = &[
+            "type",
+            "format",
+            "title",
+            "description",
+            "nullable",
+            "enum",
+            "maxItems",
+            "minItems",
+            "properties",
+            "required",
+            "minProperties",
+            "maxProperties",
+            "minLength",
+            "maxLength",
+            "pattern",
+            "example",
+            "anyOf",
+            "propertyOrdering",
+            "default",
+            "items",
+            "minimum",
+            "maximum",
+        ];
+        let o = schema.as_object()?;
+        if let Some(k) = o.keys().find(|k| !KEYS.contains(&k.as_str())) {
+            return Some(format!("{at}: keyword {k}"));
+        }
+        if !o.contains_key("type") && !o.contains_key("anyOf") {
+            return Some(format!("{at}: no type"));
+        }
+        if o.get("type").is_some_and(|t| !t.is_string()) {
+            return Some(format!("{at}: a type that is not one name"));
+        }
+        let props = o.get("properties").and_then(Value::as_object);
+        if !top && o.get("type") == Some(&json!("object")) && props.is_none_or(Map::is_empty) {
+            return Some(format!("{at}: an object without properties"));
+        }
+        for r in o.get("required").and_then(Value::as_array).into_iter().flatten() {
+            if !props.is_some_and(|p| r.as_str().is_some_and(|r| p.contains_key(r))) {
+                return Some(format!("{at}: required {r} is not defined"));
+            }
+        }
+        let subs = props
+            .into_iter()
+            .flat_map(|p| p.iter().map(|(k, v)| (format!("{at}/properties/{k}"), v)))
+            .chain(o.get("items").map(|i| (format!("{at}/items"), i)))
+            .chain(
+                o.get("anyOf")
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                    .enumerate()
+                    .map(|(i, v)| (format!("{at}/anyOf/{i}"), v)),
+            );
+        for (path, sub) in subs {
+            if let Some(why) = gemini_refusal(sub, false, &path) {
+                return Some(why);
+            }
+        }
+        None
+    }
+
+    #[test]
+    fn what_gemini_refuses_is_down_converted_and_the_full_schema_still_validates() {
+        let schemas = [
+            json!({"type": "object", "properties": {"anything": {"description": "any value"}}}),
+            json!({"type": "object", "properties": {"opts": {"type": "object", "description": "options"}}, "required": ["opts"]}),
+            json!({"type": "object", "properties": {"a": {"type": "string"}}, "required": ["a", "ghost"]}),
+            json!({"type": "object", "properties": {"list": {"type": "array", "items": {}}}}),
+            json!({"type": "object", "properties": {"either": {"anyOf": [{"type": "object"}, {"type": "string"}]}}}),
+            json!({"type": "object", "properties": {"maybe": {"type": ["object", "null"]}}}),
+        ];
+        for schema in &schemas {
+            // The lower bound: each one, as it was, is refused by the rules...
+            assert!(
+                gemini_refusal(schema, true, "").is_some(),
+                "{schema} should need converting"
+            );
+            // ...and converted, accepted.
+            let converted = to_gemini_schema(schema);
+            assert_eq!(gemini_refusal(&converted, true, ""), None, "{schema} -> {converted}");
+        }
+        let opts = to_gemini_schema(&schemas[1]);
+        assert_eq!(opts["properties"]["opts"]["type"], "string");
+        assert!(
+            opts["properties"]["opts"]["description"]
+                .as_str()
+                .unwrap()
+                .contains("JSON object")
+        );
+        assert_eq!(opts["required"], json!(["opts"]));
+        assert_eq!(to_gemini_schema(&schemas[2])["required"], json!(["a"]));
+        // What a Gemini model then sends (JSON text) passes the full schema as the object it means.
+        let compiled = crate::validate::CompiledSchema::compile(&schemas[1]).unwrap();
+        let mut args = json!({"opts": "{\"depth\": 2}"});
+        let warnings = compiled.check(&mut args, Default::default()).expect("coerced");
+        assert_eq!(args, json!({"opts": {"depth": 2}}));
+        assert_eq!(warnings.len(), 1);
+        let mut broken = json!({"opts": "{depth: 2"});
+        assert!(compiled.check(&mut broken, Default::default()).is_err());
+        let mut array_for_object = json!({"opts": "[1]"});
+        assert!(compiled.check(&mut array_for_object, Default::default()).is_err());
+    }
+
+    #[test]
+    fn a_schema_gemini_accepts_keeps_its_shape() {
+        // Typed properties, enums, nested objects with properties: nothing to change.
+        let schema = json!({"type": "object", "additionalProperties": false,
+            "properties": {"path": {"type": "string"}, "mode": {"type": "string", "enum": ["a", "b"]},
+                "limits": {"type": "object", "properties": {"n": {"type": "integer", "minimum": 1}}},
+                "tags": {"type": "array", "items": {"type": "string"}}},
+            "required": ["path"]});
+        let converted = to_gemini_schema(&schema);
+        assert_eq!(gemini_refusal(&converted, true, ""), None, "{converted}");
+        assert_eq!(
+            converted["properties"]["limits"]["type"], "object",
+            "a typed object stays one"
+        );
+    }
 
     #[test]
     fn unsupported_keywords_are_converted_or_dropped() {

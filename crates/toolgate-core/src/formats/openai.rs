@@ -188,6 +188,13 @@ pub fn strict_compatible(schema: &Value) -> bool {
         if o.keys().any(|k| !STRICT_KEYWORDS.contains(&k.as_str())) {
             return false;
         }
+        // Strict mode wants every schema typed (or a reference, an `anyOf`, a fixed value).
+        if !["type", "anyOf", "$ref", "const", "enum"]
+            .iter()
+            .any(|k| o.contains_key(*k))
+        {
+            return false;
+        }
         let is_object = match o.get("type") {
             Some(Value::String(t)) => t == "object",
             Some(Value::Array(ts)) => ts.iter().any(|t| t == "object"),
@@ -236,4 +243,28 @@ pub fn strict_compatible(schema: &Value) -> bool {
         true
     }
     schema.get("type").and_then(Value::as_str) == Some("object") && check(schema, 0)
+}
+
+#[cfg(test)]
+mod strict_tests {
+    use super::*;
+
+    #[test]
+    fn strict_is_claimed_only_for_schemas_strict_mode_accepts() {
+        let closed = json!({"type": "object", "additionalProperties": false,
+            "properties": {"a": {"type": "string"}, "b": {"anyOf": [{"type": "integer"}, {"type": "null"}]}},
+            "required": ["a", "b"]});
+        assert!(strict_compatible(&closed));
+        for refused in [
+            // An untyped property: strict mode refuses the schema.
+            json!({"type": "object", "additionalProperties": false, "properties": {"a": {}}, "required": ["a"]}),
+            json!({"type": "object", "additionalProperties": false, "properties": {"a": {"description": "x"}}, "required": ["a"]}),
+            // Open objects and optional properties change what strict accepts.
+            json!({"type": "object", "properties": {"a": {"type": "string"}}, "required": ["a"]}),
+            json!({"type": "object", "additionalProperties": false, "properties": {"a": {"type": "string"}}}),
+            json!({"type": "object", "additionalProperties": false, "properties": {"a": {"type": "array", "items": {}}}, "required": ["a"]}),
+        ] {
+            assert!(!strict_compatible(&refused), "{refused}");
+        }
+    }
 }
