@@ -18,6 +18,9 @@ pub struct Entry {
     name: ToolName,
     provider_name: String,
     compiled: OnceLock<Result<Arc<CompiledSchema>, String>>,
+    /// Whether the parameter schema compiles, known without keeping its validator: listing
+    /// thousands of tools must not hold a validator for each (tens of KB), only calls do.
+    compiles: OnceLock<Result<(), String>>,
     compiled_output: OnceLock<Option<Result<Arc<CompiledSchema>, String>>>,
 }
 
@@ -43,6 +46,23 @@ impl Entry {
         self.compiled
             .get_or_init(|| CompiledSchema::compile(self.tool.parameters()).map(Arc::new))
             .clone()
+    }
+
+    /// Whether the parameter schema compiles: from the validator when a call already made it,
+    /// else compiled once and dropped.
+    pub fn compiles(&self) -> Result<(), String> {
+        if let Some(compiled) = self.compiled.get() {
+            return compiled.as_ref().map(drop).map_err(Clone::clone);
+        }
+        self.compiles
+            .get_or_init(|| CompiledSchema::compile(self.tool.parameters()).map(drop))
+            .clone()
+    }
+
+    /// Whether this entry keeps a compiled validator (tests: listing must not make one).
+    #[cfg(test)]
+    pub(crate) fn holds_validator(&self) -> bool {
+        self.compiled.get().is_some()
     }
 
     /// The tool's output schema, if it has one, compiled on first use and reused.
@@ -107,6 +127,7 @@ impl Registry {
                 name,
                 provider_name,
                 compiled: OnceLock::new(),
+                compiles: OnceLock::new(),
                 compiled_output: OnceLock::new(),
             },
         );
@@ -355,6 +376,35 @@ mod tests {
         r.register(named("a.b"));
         assert_eq!(r.get("a.b").map(|e| e.provider_name().to_owned()), before);
         assert!(r.unregister("a_b") && r.registered("a_b").is_none());
+    }
+
+    #[tokio::test]
+    async fn listing_tools_keeps_no_validator_and_still_leaves_out_what_does_not_compile() {
+        let mut r = Registry::new();
+        for i in 0..50 {
+            r.register(named(&format!("tool_{i}")));
+        }
+        r.register(Arc::new(Named(
+            "broken".into(),
+            serde_json::json!({"type": "banana"}),
+            ToolSpec::default(),
+        )));
+        let engine = crate::Engine::new(r, crate::EngineConfig::default());
+        let list = engine.tool_list(crate::Format::Openai, &crate::TurnOptions::default());
+        let names: Vec<&str> = list
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|t| t["function"]["name"].as_str())
+            .collect();
+        assert_eq!(names.len(), 50, "{names:?}");
+        assert!(!names.contains(&"broken"));
+        let registry = engine.registry();
+        assert!(registry.entries().all(|e| !e.holds_validator()));
+        // A call compiles its own tool's validator, and keeps it.
+        assert!(registry.get("tool_7").unwrap().compiled().is_ok());
+        assert!(registry.get("tool_7").unwrap().holds_validator());
+        assert!(!registry.get("tool_8").unwrap().holds_validator());
     }
 
     #[test]

@@ -17,9 +17,14 @@ use std::sync::Arc;
 /// A `not_available` refusal names every tool available when there are at most this many.
 pub(crate) const LISTED_AT_MOST: usize = 16;
 
-/// A tool as exposed this turn.
+/// A tool as listed this turn: its narrowed description and schema, if it narrowed them.
+struct Shown {
+    description: Option<String>,
+    narrowed: Option<Arc<CompiledSchema>>,
+}
+
+/// A tool as exposed this turn: the schema its arguments are validated against.
 pub(crate) struct Exposed {
-    pub(crate) description: Option<String>,
     pub(crate) compiled: Arc<CompiledSchema>,
 }
 
@@ -34,22 +39,73 @@ impl Engine {
             },
             self.registry(),
         );
-        let exposed: Vec<(&Entry, Exposed)> = turn
+        let shown: Vec<(&Entry, Shown)> = turn
             .registry
             .entries()
-            .filter_map(|e| self.exposure(e, &turn).ok().map(|x| (e, x)))
+            .filter_map(|e| self.shown(e, &turn).ok().map(|x| (e, x)))
             .collect();
-        let views: Vec<ToolView<'_>> = exposed
+        let views: Vec<ToolView<'_>> = shown
             .iter()
             .map(|(e, x)| ToolView {
                 name: e.provider_name(),
                 description: x.description.as_deref().unwrap_or(e.tool().description()),
-                parameters: x.compiled.schema(),
+                parameters: match &x.narrowed {
+                    Some(compiled) => compiled.schema(),
+                    None => e.tool().parameters(),
+                },
                 output_schema: e.tool().output_schema(),
                 annotations: e.spec().annotations,
             })
             .collect();
         formats::tool_list(format, &views)
+    }
+
+    /// Stage 4 as listing needs it: the same decision as [`Engine::exposure`], without keeping
+    /// a compiled validator for every tool listed (a call compiles and keeps its tool's own).
+    fn shown(&self, entry: &Entry, turn: &TurnState) -> Result<Shown, String> {
+        self.allowed(entry, turn)?;
+        match entry.tool().assemble(&self.view(turn)) {
+            Assembly::Hidden(reason) => Err(reason),
+            Assembly::Unchanged => entry.compiles().map(|()| Shown {
+                description: None,
+                narrowed: None,
+            }),
+            Assembly::Narrowed {
+                description,
+                parameters,
+            } => Ok(Shown {
+                description,
+                narrowed: match parameters {
+                    Some(schema) => Some(self.compile_narrowed(&schema)?),
+                    None => {
+                        entry.compiles()?;
+                        None
+                    }
+                },
+            }),
+        }
+    }
+
+    /// The allowlist and the tool's feature flag.
+    fn allowed(&self, entry: &Entry, turn: &TurnState) -> Result<(), String> {
+        if !turn.exposes(entry.name()) {
+            return Err("it is outside this turn's allowlist".into());
+        }
+        if let Some(flag) = &entry.spec().feature
+            && !self.config.features.contains(flag)
+        {
+            return Err(format!("the feature {flag:?} is off"));
+        }
+        Ok(())
+    }
+
+    fn view<'a>(&'a self, turn: &TurnState) -> TurnView<'a> {
+        TurnView {
+            format: turn.format,
+            features: &self.config.features,
+            iteration: turn.iteration,
+            long_loop: turn.long_loop,
+        }
     }
 
     /// Stage 3: the tool the call names, or `unknown_tool` with up to 3 close names among the
@@ -106,31 +162,13 @@ impl Engine {
 
     /// Stage 4 for one tool: the allowlist, its feature flag, and its assembly for this turn.
     pub(crate) fn exposure(&self, entry: &Entry, turn: &TurnState) -> Result<Exposed, String> {
-        if !turn.exposes(entry.name()) {
-            return Err("it is outside this turn's allowlist".into());
-        }
-        if let Some(flag) = &entry.spec().feature
-            && !self.config.features.contains(flag)
-        {
-            return Err(format!("the feature {flag:?} is off"));
-        }
-        let view = TurnView {
-            format: turn.format,
-            features: &self.config.features,
-            iteration: turn.iteration,
-            long_loop: turn.long_loop,
-        };
-        match entry.tool().assemble(&view) {
+        self.allowed(entry, turn)?;
+        match entry.tool().assemble(&self.view(turn)) {
             Assembly::Hidden(reason) => Err(reason),
             Assembly::Unchanged => Ok(Exposed {
-                description: None,
                 compiled: entry.compiled()?,
             }),
-            Assembly::Narrowed {
-                description,
-                parameters,
-            } => Ok(Exposed {
-                description,
+            Assembly::Narrowed { parameters, .. } => Ok(Exposed {
                 compiled: match parameters {
                     Some(schema) => self.compile_narrowed(&schema)?,
                     None => entry.compiled()?,
@@ -143,7 +181,7 @@ impl Engine {
     fn exposed_names(&self, turn: &TurnState) -> Vec<String> {
         turn.registry
             .entries()
-            .filter(|e| self.exposure(e, turn).is_ok())
+            .filter(|e| self.shown(e, turn).is_ok())
             .map(|e| e.provider_name().to_owned())
             .collect()
     }
