@@ -136,7 +136,8 @@ impl Asked {
     pub(crate) fn new(principal: &str, session: &str, tool: &str, arguments: &Map<String, Value>) -> Self {
         use sha2::Digest;
         let mut canonical = String::new();
-        write_sorted(&Value::Object(arguments.clone()), &mut canonical);
+        // Keys sorted, so one set of arguments has one digest however a client orders them.
+        toolgate_core::cache::canonical_json(&Value::Object(arguments.clone()), &mut canonical);
         let digest = sha2::Sha256::digest(canonical.as_bytes());
         Self {
             principal: principal.to_owned(),
@@ -144,38 +145,6 @@ impl Asked {
             tool: tool.to_owned(),
             digest: digest.iter().map(|b| format!("{b:02x}")).collect(),
         }
-    }
-}
-
-/// JSON with every object's keys in order, so one set of arguments has one digest however a
-/// client orders them.
-fn write_sorted(value: &Value, out: &mut String) {
-    match value {
-        Value::Object(map) => {
-            let mut keys: Vec<&String> = map.keys().collect();
-            keys.sort();
-            out.push('{');
-            for (i, key) in keys.into_iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                out.push_str(&Value::String(key.clone()).to_string());
-                out.push(':');
-                write_sorted(&map[key], out);
-            }
-            out.push('}');
-        }
-        Value::Array(items) => {
-            out.push('[');
-            for (i, item) in items.iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                write_sorted(item, out);
-            }
-            out.push(']');
-        }
-        other => out.push_str(&other.to_string()),
     }
 }
 
