@@ -155,6 +155,35 @@ fn truncation(c: &mut Criterion) {
     g.finish();
 }
 
+/// Secret scanning of results (stage 11, before truncation): a log whose lines hit the literal
+/// prefilter (so the regexes run), text that does not, and the nested objects of `truncate`.
+fn redaction(c: &mut Criterion) {
+    let mut g = c.benchmark_group("redact_result");
+    g.sample_size(10);
+    for mb in [1usize, 10] {
+        let n = mb << 20;
+        let line = "2026-11-25T09:00:00Z INFO fetched page 3 with the key cache warm; token count 512, pass 2\n";
+        let log = json!({"exit_code": 0, "stdout": line.repeat(n / line.len()), "stderr": ""});
+        let plain = json!({"exit_code": 0, "stdout": "lorem ipsum dolor sit amet ".repeat(n / 27), "stderr": ""});
+        let nested = json!({"rows": (0..n / 1024).map(|i| json!({"id": i, "name": format!("row {i}"), "body": "b".repeat(990), "tags": ["a", "b"]})).collect::<Vec<_>>()});
+        for (kind, value) in [
+            ("log_with_needles", &log),
+            ("plain_text", &plain),
+            ("nested_objects", &nested),
+        ] {
+            g.throughput(Throughput::Bytes(value.to_string().len() as u64));
+            g.bench_with_input(BenchmarkId::new(kind, format!("{mb}MB")), value, |b, v| {
+                b.iter_batched(
+                    || v.clone(),
+                    |mut v| black_box(toolgate_core::redact::redact_result(&mut v)),
+                    criterion::BatchSize::LargeInput,
+                )
+            });
+        }
+    }
+    g.finish();
+}
+
 fn permission(c: &mut Criterion) {
     use toolgate_core::permit::{Policy, decide};
     use toolgate_core::rules::{Layer, LayerSource, Rule};
@@ -299,5 +328,7 @@ fn agent(c: &mut Criterion) {
     });
 }
 
-criterion_group!(benches, pipeline, governed, batch, parse, truncation, permission, agent);
+criterion_group!(
+    benches, pipeline, governed, batch, parse, truncation, redaction, permission, agent
+);
 criterion_main!(benches);

@@ -78,6 +78,11 @@ pub struct ToolSettings {
     pub budget_bytes: Option<usize>,
     /// The loop detector neither counts nor resets on this tool's batches.
     pub loop_exempt: bool,
+    /// Replace secret-shaped text in the tool's results (default true).
+    pub redact_results: Option<bool>,
+    /// `ask` (default), `deny` or `allow`: a call of an open-world tool whose arguments carry a
+    /// secret.
+    pub secret_arguments: Option<crate::tool::SecretArguments>,
 }
 
 impl ToolSettings {
@@ -94,6 +99,12 @@ impl ToolSettings {
         }
         if let Some(b) = self.budget_bytes {
             spec.budget = Some(b);
+        }
+        if let Some(on) = self.redact_results {
+            spec.secrets.results = on;
+        }
+        if let Some(a) = self.secret_arguments {
+            spec.secrets.arguments = a;
         }
     }
 }

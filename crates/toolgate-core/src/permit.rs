@@ -1,7 +1,7 @@
 //! Stage 7: the permission decision (pure), and the `Approver` that answers asks in stage 8.
 
 use crate::rules::{Layer, LayerSource, Rule, Subject, allows};
-use crate::tool::{PermissionSubject, ToolSpec, Vetted};
+use crate::tool::{PermissionSubject, SecretArguments, ToolSpec, Vetted};
 use crate::types::{Repair, ToolCall};
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
@@ -51,6 +51,8 @@ pub enum Source {
     AutoApproved,
     /// The ask could not be made (its queue's store failed): nobody was asked, nobody refused.
     ApprovalFailed,
+    /// The arguments of a tool that reaches outside the machine carry a secret.
+    SecretInArguments,
 }
 
 impl Source {
@@ -80,6 +82,7 @@ impl Source {
             Self::ApprovalTimeout => "approval_timeout",
             Self::ApprovalFailed => "approval_failed",
             Self::AutoApproved => "auto_approved",
+            Self::SecretInArguments => "secret_in_arguments",
         }
     }
 }
@@ -117,7 +120,8 @@ pub struct Policy {
 /// Decides a call without prompting anyone, in DESIGN.md's order: a deny in any layer wins (even
 /// under yolo); then an ask rule in any layer, or a call repaired in a way that may change what the
 /// model meant — a cut-off value completed, a call read from an answer's text (unless the tool is
-/// read-only); then yolo; then an allow (session grants first); then the
+/// read-only); then a secret in the arguments of an open-world tool (ask, or deny as the tool's
+/// settings say); then yolo; then an allow (session grants first); then the
 /// read-only hint for tools that are read-only and not open-world; otherwise ask.
 pub fn decide(call: &ToolCall, spec: &ToolSpec, policy: &Policy, grants: &Layer) -> Decision {
     decide_vetted(call, spec, policy, grants, &Vetted::default())
@@ -168,6 +172,9 @@ pub fn decide_vetted(call: &ToolCall, spec: &ToolSpec, policy: &Policy, grants: 
     if !read_only && let Some(doubt) = call.repair.as_ref().and_then(Repair::doubt) {
         return Decision::new(Verdict::Ask, Source::RepairedArgumentsAsk, doubt);
     }
+    if let Some(decision) = secret_check(call, spec) {
+        return decision;
+    }
     if policy.yolo {
         return Decision::new(Verdict::Allow, Source::Yolo, "--yolo allows every call no rule denies");
     }
@@ -200,6 +207,24 @@ pub fn decide_vetted(call: &ToolCall, spec: &ToolSpec, policy: &Policy, grants: 
         _ => "no rule allows it".to_owned(),
     };
     Decision::new(Verdict::Ask, Source::DefaultAsk, reason)
+}
+
+/// A secret in the arguments of an open-world tool would leave the machine: asked (or refused,
+/// as the tool's settings say) before any grant, allow rule or `--yolo` lets it go. The reason
+/// names where and what kind of secret, never the secret.
+fn secret_check(call: &ToolCall, spec: &ToolSpec) -> Option<Decision> {
+    if !spec.annotations.open_world || spec.secrets.arguments == SecretArguments::Allow {
+        return None;
+    }
+    let (at, kind) = crate::redact::find_secret(&call.arguments)?;
+    let at = if at.is_empty() { "/".to_owned() } else { at };
+    let reason =
+        format!("the argument at {at} carries what looks like {kind}, and the tool reaches outside this machine");
+    let verdict = match spec.secrets.arguments {
+        SecretArguments::Deny => Verdict::Deny,
+        _ => Verdict::Ask,
+    };
+    Some(Decision::new(verdict, Source::SecretInArguments, reason))
 }
 
 /// The rule a decision's reason names (`the rule X denies it`, `the rule X asks …`).

@@ -11,35 +11,50 @@ use std::sync::OnceLock;
 /// What a secret is replaced with.
 pub const REDACTED: &str = "[REDACTED]";
 
-/// Token shapes, each with what replaces a match (`$k` keeps a captured key name).
-const SHAPES: &[(&str, &str)] = &[
+/// Token shapes: what kind of secret each finds (for messages, never the secret itself), the
+/// pattern, and what replaces a match (`$k` keeps a captured key name).
+const SHAPES: &[(&str, &str, &str)] = &[
     (
+        "a private key",
         r"-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?(?:-----END [A-Z ]*PRIVATE KEY-----|$)",
         REDACTED,
     ),
-    (r"\bsk-(?:ant-|proj-|live-|test-)?[A-Za-z0-9_\-]{16,}", REDACTED),
     (
+        "an API key (sk-…)",
+        r"\bsk-(?:ant-|proj-|live-|test-)?[A-Za-z0-9_\-]{16,}",
+        REDACTED,
+    ),
+    (
+        "a GitHub token",
         r"\b(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,})",
         REDACTED,
     ),
-    (r"\bglpat-[A-Za-z0-9_\-]{20,}", REDACTED),
-    (r"\bxox[abprs]-[A-Za-z0-9\-]{10,}", REDACTED),
-    (r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b", REDACTED),
-    (r"\bAIza[0-9A-Za-z_\-]{35}", REDACTED),
+    ("a GitLab token", r"\bglpat-[A-Za-z0-9_\-]{20,}", REDACTED),
+    ("a Slack token", r"\bxox[abprs]-[A-Za-z0-9\-]{10,}", REDACTED),
+    ("an AWS access key", r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b", REDACTED),
+    ("a Google API key", r"\bAIza[0-9A-Za-z_\-]{35}", REDACTED),
     (
+        "a JSON Web Token",
         r"\beyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}",
         REDACTED,
     ),
     (
+        "an authorization credential",
         r"(?i)\b(?P<k>bearer|basic|token)\s+[A-Za-z0-9._~+/\-]{8,}=*",
         "$k [REDACTED]",
     ),
-    (r"(?P<k>://[^/\s:@]+:)[^/\s@]+@", "${k}[REDACTED]@"),
     (
+        "a password in a URL",
+        r"(?P<k>://[^/\s:@]+:)[^/\s@]+@",
+        "${k}[REDACTED]@",
+    ),
+    (
+        "a secret assigned to a key",
         r#"(?i)(?P<k>\b(?:[a-z0-9]+[_\-])*(?:password|passwd|passphrase|pwd|secret|api[_\-]?key|apikey|access[_\-]?key|auth[_\-]?token|access[_\-]?token|refresh[_\-]?token|token|authorization|x-api-key|private[_\-]?key|client[_\-]?secret)["']?\s*[:=]\s*["']?)[^\s"'&,;}]+"#,
         "${k}[REDACTED]",
     ),
     (
+        "a secret given as an option",
         r"(?i)(?P<k>--?(?:password|passwd|token|api-key|apikey|secret|auth-token)\s+)[^\s-][^\s]*",
         "${k}[REDACTED]",
     ),
@@ -92,7 +107,7 @@ fn needles() -> Option<&'static aho_corasick::AhoCorasick> {
 fn redactor() -> &'static Redactor {
     static R: OnceLock<Redactor> = OnceLock::new();
     R.get_or_init(|| {
-        let patterns: Vec<&str> = SHAPES.iter().map(|(p, _)| *p).collect();
+        let patterns: Vec<&str> = SHAPES.iter().map(|(_, p, _)| *p).collect();
         Redactor {
             // The patterns are constants covered by the tests below; a failure here is a bug in them.
             any: RegexSet::new(&patterns).unwrap_or_else(|_| RegexSet::empty()),
@@ -140,7 +155,7 @@ pub fn redact_text(text: &str) -> Cow<'_, str> {
     // The shapes apply in order, each to the text the ones before it left: a replacement can
     // make a later shape match where the original text did not (`-token [REDACTED]x`), so the
     // set is asked again after every change.
-    for (i, (pattern, with)) in SHAPES.iter().enumerate() {
+    for (i, (_, pattern, with)) in SHAPES.iter().enumerate() {
         if !matched.matched(i) {
             continue;
         }
@@ -176,6 +191,94 @@ pub fn redact_value(value: &Value) -> Value {
     }
 }
 
+/// What kind of secret `text` holds, if any (the first shape that matches, in order).
+pub fn secret_kind(text: &str) -> Option<&'static str> {
+    if text.is_ascii()
+        && let Some(needles) = needles()
+        && !needles.is_match(text)
+    {
+        return None;
+    }
+    let matched = redactor().any.matches(text);
+    matched.iter().next().map(|i| SHAPES[i].0)
+}
+
+/// The first secret-shaped string in a call's arguments (keys included): its JSON pointer and
+/// what kind of secret it looks like. Used before a call leaves the machine, so never the secret.
+pub fn find_secret(arguments: &serde_json::Map<String, Value>) -> Option<(String, &'static str)> {
+    fn object(map: &serde_json::Map<String, Value>, at: &mut String) -> Option<(String, &'static str)> {
+        map.iter().find_map(|(k, item)| {
+            // A secret used as a key is named by its object, never by a pointer that spells it.
+            if let Some(kind) = secret_kind(k) {
+                let object = if at.is_empty() { "/" } else { at.as_str() };
+                return Some((format!("{object} (one of its keys)"), kind));
+            }
+            let len = at.len();
+            at.push('/');
+            at.push_str(&k.replace('~', "~0").replace('/', "~1"));
+            let found = walk(item, at);
+            at.truncate(len);
+            found
+        })
+    }
+    fn walk(v: &Value, at: &mut String) -> Option<(String, &'static str)> {
+        match v {
+            Value::String(s) => secret_kind(s).map(|k| (at.clone(), k)),
+            Value::Array(items) => items.iter().enumerate().find_map(|(i, item)| {
+                let len = at.len();
+                at.push('/');
+                at.push_str(&i.to_string());
+                let found = walk(item, at);
+                at.truncate(len);
+                found
+            }),
+            Value::Object(map) => object(map, at),
+            _ => None,
+        }
+    }
+    object(arguments, &mut String::new())
+}
+
+/// Whether a key of a tool's result names a credential. Stricter than [`is_secret_key`]: a
+/// pagination token (`next_page_token`, `cursor_token`) is data a model needs, not a secret.
+fn is_credential_key(key: &str) -> bool {
+    if !is_secret_key(key) {
+        return false;
+    }
+    let k = key.to_ascii_lowercase();
+    !["page", "next", "cursor", "continuation", "sync", "prev"]
+        .iter()
+        .any(|w| k.contains(w))
+}
+
+/// Replaces the secrets in a tool's result, in place: secret-shaped text in every string, and
+/// the value of every key that names a credential. Returns how many values changed (0: the
+/// result is as it was).
+pub fn redact_result(value: &mut Value) -> usize {
+    match value {
+        Value::String(s) => match redact_text(s) {
+            Cow::Borrowed(_) => 0,
+            Cow::Owned(r) => {
+                *s = r;
+                1
+            }
+        },
+        Value::Array(items) => items.iter_mut().map(redact_result).sum(),
+        Value::Object(map) => map
+            .iter_mut()
+            .map(|(k, v)| match v {
+                Value::String(s) if s.is_empty() || s == REDACTED => 0,
+                Value::String(_) | Value::Number(_) if is_credential_key(k) => {
+                    *v = Value::String(REDACTED.into());
+                    1
+                }
+                _ => redact_result(v),
+            })
+            .sum(),
+        _ => 0,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -186,7 +289,7 @@ mod tests {
         let r = redactor();
         assert_eq!(r.each.len(), SHAPES.len());
         assert_eq!(r.any.len(), SHAPES.len());
-        for (pattern, _) in SHAPES {
+        for (_, pattern, _) in SHAPES {
             assert!(Regex::new(pattern).is_ok(), "{pattern}");
         }
         assert!(needles().is_some());
@@ -195,9 +298,9 @@ mod tests {
     /// Every shape, without the literal prefilter: what the prefilter must never change.
     fn slow(text: &str) -> String {
         static ALL: OnceLock<Vec<Regex>> = OnceLock::new();
-        let all = ALL.get_or_init(|| SHAPES.iter().map(|(p, _)| Regex::new(p).unwrap()).collect());
+        let all = ALL.get_or_init(|| SHAPES.iter().map(|(_, p, _)| Regex::new(p).unwrap()).collect());
         let mut out = text.to_owned();
-        for (re, (_, with)) in all.iter().zip(SHAPES) {
+        for (re, (_, _, with)) in all.iter().zip(SHAPES) {
             out = re.replace_all(&out, *with).into_owned();
         }
         out

@@ -167,6 +167,42 @@ pub struct ToolSpec {
     /// backstop a few seconds later.
     #[serde(default)]
     pub stops_itself: bool,
+    /// What secret scanning does with this tool's results and outgoing arguments.
+    #[serde(default)]
+    pub secrets: SecretScan,
+}
+
+/// Secret scanning of one tool (`[tools.NAME] redact_results`, `secret_arguments`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct SecretScan {
+    /// Secret-shaped text in the tool's results is replaced before the model, the client, the
+    /// hooks or a `read_result` handle see it (default on).
+    pub results: bool,
+    /// What a call of an open-world tool whose arguments carry a secret gets (default ask).
+    pub arguments: SecretArguments,
+}
+
+impl Default for SecretScan {
+    fn default() -> Self {
+        Self {
+            results: true,
+            arguments: SecretArguments::Ask,
+        }
+    }
+}
+
+/// The verdict for a secret in the arguments of a tool that reaches outside the machine.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SecretArguments {
+    /// Somebody approves this very call (no grant or allow rule covers it; `--yolo` neither).
+    #[default]
+    Ask,
+    /// Refused.
+    Deny,
+    /// Not checked.
+    Allow,
 }
 
 impl ToolSpec {

@@ -428,6 +428,7 @@ async fn tool_settings_set_category_cap_timeout_and_budget() {
             timeout_ms: Some(60_000),
             budget_bytes: Some(1_000),
             loop_exempt: false,
+            ..ToolSettings::default()
         },
     );
     let h = harness(vec![tool], config);

@@ -1,5 +1,5 @@
-//! Stages 11 and 12: the result's shape (its output schema, structural truncation to the budget
-//! with the full result kept behind a `read_result` handle), then the PostToolUse hooks, which
+//! Stages 11 and 12: the result's shape (its output schema, secrets redacted, structural
+//! truncation to the budget with the full result kept behind a `read_result` handle), then the PostToolUse hooks, which
 //! may replace the result, withhold it (a refusal: `hook_denied`) or stop the run.
 
 use super::Engine;
@@ -8,7 +8,7 @@ use super::outcome::{Done, Stop};
 use super::record::Flight;
 use crate::error::{CallError, ErrorKind};
 use crate::hooks;
-use crate::redact::redact_text;
+use crate::redact::{redact_result, redact_text};
 use crate::registry::Entry;
 use crate::result::{json_size, normalize_empty, truncate};
 use crate::session::Session;
@@ -44,7 +44,16 @@ impl Engine {
                 None => {}
             }
         }
-        let content = normalize_empty(output.content);
+        let mut content = normalize_empty(output.content);
+        // Secrets leave the result before anything downstream sees it: the model, the client, the
+        // hooks, the cache of shaped results and the full result behind a `read_result` handle.
+        if spec.secrets.results {
+            let redacted = redact_result(&mut content);
+            if redacted > 0 {
+                structured = false;
+                tracing::info!(tool = %f.tool, call_id = %f.call.id, redacted, "secrets redacted from a result");
+            }
+        }
         let budget = self.budget(entry);
         let size = json_size(&content);
         let content = if size > budget {
@@ -66,7 +75,7 @@ impl Engine {
         })
     }
 
-    fn budget(&self, entry: &Entry) -> usize {
+    pub(crate) fn budget(&self, entry: &Entry) -> usize {
         entry.spec().budget.unwrap_or(self.config.budget_bytes)
     }
 
