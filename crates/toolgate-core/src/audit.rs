@@ -31,6 +31,7 @@ pub fn row_json(r: &JournalRow) -> Value {
         "running_ms": r.running_ms,
         "may_have_run": r.may_have_run,
         "owner": r.owner,
+        "job": r.job,
     })
 }
 

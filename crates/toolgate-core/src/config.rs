@@ -59,6 +59,16 @@ pub struct EngineConfig {
     pub deliberate_retain_turns: u32,
     /// Keep the (redacted) arguments in the journal; off keeps only their hash.
     pub audit_arguments: bool,
+    /// Background jobs running at once in one session.
+    pub max_jobs_per_session: usize,
+    /// Background jobs running at once in the whole process.
+    pub max_jobs: usize,
+    /// Bytes of a job's output kept (the last ones).
+    pub job_output_bytes: usize,
+    /// How long a background job may run, in milliseconds.
+    pub job_timeout_ms: u64,
+    /// Jobs an agent run started keep running after the run ends (default: they are killed).
+    pub keep_jobs: bool,
     /// Per-tool settings (`[tools.NAME]` in `toolgate.toml`, outside `[engine]`).
     #[serde(skip)]
     pub tools: std::collections::BTreeMap<String, ToolSettings>,
@@ -132,12 +142,27 @@ impl Default for EngineConfig {
             features: Vec::new(),
             deliberate_retain_turns: 2,
             audit_arguments: true,
+            max_jobs_per_session: 4,
+            max_jobs: 32,
+            job_output_bytes: 1 << 20,
+            job_timeout_ms: 3_600_000,
+            keep_jobs: false,
             tools: std::collections::BTreeMap::new(),
         }
     }
 }
 
 impl EngineConfig {
+    /// The caps and buffers of background jobs.
+    pub fn job_limits(&self) -> crate::jobs::JobLimits {
+        crate::jobs::JobLimits {
+            per_session: self.max_jobs_per_session,
+            global: self.max_jobs,
+            output_bytes: self.job_output_bytes,
+            ..crate::jobs::JobLimits::default()
+        }
+    }
+
     /// The default retry policy.
     pub fn retry(&self) -> RetryPolicy {
         RetryPolicy {
@@ -155,6 +180,11 @@ impl EngineConfig {
         }
         if self.max_parallel == 0 {
             return Err("engine.max_parallel must be at least 1".into());
+        }
+        if self.max_jobs_per_session == 0 || self.max_jobs == 0 || self.job_timeout_ms == 0 {
+            return Err(
+                "engine.max_jobs_per_session, engine.max_jobs and engine.job_timeout_ms must be greater than 0".into(),
+            );
         }
         if self.loop_threshold == 1 {
             return Err("engine.loop_threshold must be at least 2 (or 0 to switch the detector off)".into());

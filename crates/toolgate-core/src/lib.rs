@@ -56,6 +56,7 @@ pub mod formats;
 pub mod guard;
 pub mod history;
 pub mod hooks;
+pub mod jobs;
 pub mod lenient;
 pub mod parse;
 pub mod permit;

@@ -56,6 +56,9 @@ pub struct Session {
     /// Rules granted by approvals during this session.
     pub(crate) grants: std::sync::RwLock<Layer>,
     kill: Mutex<CancellationToken>,
+    /// The background jobs' parent: cancelled by a stop or kill of the session (a job outlives
+    /// its turn, not its session), renewed by `resume`.
+    jobs: Mutex<CancellationToken>,
     stop: AtomicBool,
     pub(crate) loop_detector: Mutex<LoopDetector>,
     pub(crate) consecutive_errors: AtomicU32,
@@ -84,16 +87,22 @@ impl Session {
             policy: options.policy,
             grants: std::sync::RwLock::new(Layer::new(LayerSource::Session)),
             kill: Mutex::new(CancellationToken::new()),
+            jobs: Mutex::new(CancellationToken::new()),
             stop: AtomicBool::new(false),
             loop_detector: Mutex::new(LoopDetector::new(
                 config.loop_threshold,
-                config.loop_exempt.iter().cloned().chain(
-                    config
-                        .tools
-                        .iter()
-                        .filter(|(_, t)| t.loop_exempt)
-                        .map(|(name, _)| name.clone()),
-                ),
+                config
+                    .loop_exempt
+                    .iter()
+                    .cloned()
+                    .chain(
+                        config
+                            .tools
+                            .iter()
+                            .filter(|(_, t)| t.loop_exempt)
+                            .map(|(name, _)| name.clone()),
+                    )
+                    .chain(crate::jobs::POLLING_TOOLS.iter().map(|t| (*t).to_owned())),
             )),
             consecutive_errors: AtomicU32::new(0),
             retained: Mutex::new(std::collections::HashMap::new()),
@@ -209,9 +218,24 @@ impl Session {
         &self.store
     }
 
-    /// Stop: no new call starts; calls in flight finish.
+    /// Stop: no new call starts; calls in flight finish. Background jobs end (their owner asked
+    /// for the work to stop).
     pub fn request_stop(&self) {
         self.stop.store(true, Ordering::SeqCst);
+        self.end_jobs();
+    }
+
+    /// Ends the session's background jobs (their tools kill what they started); later jobs run
+    /// under a fresh token.
+    pub fn end_jobs(&self) {
+        let mut jobs = self.jobs.lock().unwrap_or_else(|p| p.into_inner());
+        jobs.cancel();
+        *jobs = CancellationToken::new();
+    }
+
+    /// The token the session's background jobs run under.
+    pub(crate) fn jobs_token(&self) -> CancellationToken {
+        self.jobs.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
     /// Kill: like stop, and calls in flight are cancelled (tokens fired, futures dropped).

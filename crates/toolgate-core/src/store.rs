@@ -75,6 +75,10 @@ pub struct JournalRow {
     /// The process that opened the row (`host/pid/start`), stamped by durable stores so a later
     /// start can tell a crashed process's rows from a live one's.
     pub owner: Option<String>,
+    /// The background job the call started: `{"id"}` while it runs, then `{"id", "state",
+    /// "exit_code", "output_bytes"}`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub job: Option<Value>,
 }
 
 impl JournalRow {

@@ -170,6 +170,10 @@ pub struct ToolSpec {
     /// What secret scanning does with this tool's results and outgoing arguments.
     #[serde(default)]
     pub secrets: SecretScan,
+    /// A boolean argument that makes a call run as a background job (`exec_shell`'s
+    /// `background`); a tool of category `background` always does.
+    #[serde(default)]
+    pub background_argument: Option<String>,
 }
 
 /// Secret scanning of one tool (`[tools.NAME] redact_results`, `secret_arguments`).
@@ -212,6 +216,15 @@ impl ToolSpec {
             annotations,
             ..Self::default()
         }
+    }
+
+    /// Whether this call runs as a background job.
+    pub fn runs_in_background(&self, arguments: &serde_json::Value) -> bool {
+        self.category == Category::Background
+            || self
+                .background_argument
+                .as_deref()
+                .is_some_and(|a| arguments.get(a).and_then(serde_json::Value::as_bool) == Some(true))
     }
 
     /// Whether retries are allowed: only for read-only or idempotent tools.
@@ -285,13 +298,21 @@ pub struct ToolContext {
     /// How long this attempt may run: the smaller of the tool's configured timeout and the
     /// engine's, never beyond the deadline. A per-call limit the model asks for is held under it.
     pub timeout: std::time::Duration,
+    /// The session's background jobs, and the job this call runs as when it runs in the
+    /// background (its output goes there as it is produced).
+    pub jobs: crate::jobs::Jobs,
 }
 
 impl ToolContext {
     /// A context outside any engine (tests, direct calls): fresh ids, a new token, an in-memory store.
     pub fn standalone(workspace: &Path) -> Self {
+        let session_id = SessionId::generate();
         Self {
-            session_id: SessionId::generate(),
+            jobs: crate::jobs::Jobs::new(
+                Arc::new(crate::jobs::JobRegistry::new(crate::jobs::JobLimits::default())),
+                session_id.clone(),
+            ),
+            session_id,
             turn_id: TurnId::generate(),
             iteration: 0,
             long_loop: false,

@@ -18,6 +18,7 @@ pub(crate) const MIGRATIONS: &[(i64, &str)] = &[
     (1, include_str!("migrations/0001_state.sql")),
     (2, include_str!("migrations/0002_expiry_indexes.sql")),
     (3, include_str!("migrations/0003_replica_leases.sql")),
+    (4, include_str!("migrations/0004_journal_jobs.sql")),
 ];
 const SCHEMA_TABLE: &str = "CREATE TABLE IF NOT EXISTS toolgate_schema (version BIGINT NOT NULL)";
 const SCHEMA_VERSION: &str = "SELECT COALESCE(MAX(version), 0) FROM toolgate_schema";
@@ -57,6 +58,7 @@ macro_rules! bind_journal {
             .$bind($r.may_have_run)
             .$bind($r.finished_at.map(micros))
             .$bind($r.owner.as_deref())
+            .$bind(json_text(&$r.job))
     };
 }
 
@@ -64,15 +66,15 @@ macro_rules! journal_insert {
     () => {
         "INSERT INTO journal (session_id, call_id, turn_id, tool, arguments_hash, arguments, repaired, raw, \
          state, error_type, decision, source, hooks, cache_hit, attempts, started_at, waiting_ms, running_ms, \
-         may_have_run, finished_at, owner) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21)"
+         may_have_run, finished_at, owner, job) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22)"
     };
 }
 /// The head of a multi-row insert (`VALUES` follows) and its conflict clause.
 const JOURNAL_INSERT_HEAD: &str = "INSERT INTO journal (session_id, call_id, turn_id, tool, arguments_hash, arguments, \
      repaired, raw, state, error_type, decision, source, hooks, cache_hit, attempts, started_at, waiting_ms, \
-     running_ms, may_have_run, finished_at, owner) ";
-/// Rows per multi-row statement: 21 parameters each stays under both databases' limits.
+     running_ms, may_have_run, finished_at, owner, job) ";
+/// Rows per multi-row statement: 22 parameters each stays under both databases' limits.
 const ROWS_PER_STATEMENT: usize = 400;
 macro_rules! journal_update {
     () => {
@@ -82,7 +84,7 @@ macro_rules! journal_update {
      source = excluded.source, hooks = excluded.hooks, cache_hit = excluded.cache_hit, attempts = excluded.attempts, \
      started_at = excluded.started_at, waiting_ms = excluded.waiting_ms, running_ms = excluded.running_ms, \
      may_have_run = excluded.may_have_run, finished_at = excluded.finished_at, \
-     owner = COALESCE(excluded.owner, journal.owner)"
+     owner = COALESCE(excluded.owner, journal.owner), job = COALESCE(excluded.job, journal.job)"
     };
 }
 const JOURNAL_UPDATE_TAIL: &str = journal_update!();
@@ -90,9 +92,10 @@ const JOURNAL_UPDATE_TAIL: &str = journal_update!();
 const JOURNAL_UNNEST: &str = concat!(
     "INSERT INTO journal (session_id, call_id, turn_id, tool, arguments_hash, arguments, repaired, raw, state, \
      error_type, decision, source, hooks, cache_hit, attempts, started_at, waiting_ms, running_ms, may_have_run, \
-     finished_at, owner) SELECT * FROM UNNEST($1::text[], $2::text[], $3::text[], $4::text[], $5::int8[], \
+     finished_at, owner, job) SELECT * FROM UNNEST($1::text[], $2::text[], $3::text[], $4::text[], $5::int8[], \
      $6::text[], $7::bool[], $8::text[], $9::text[], $10::text[], $11::text[], $12::text[], $13::text[], \
-     $14::bool[], $15::int8[], $16::int8[], $17::int8[], $18::int8[], $19::bool[], $20::int8[], $21::text[])",
+     $14::bool[], $15::int8[], $16::int8[], $17::int8[], $18::int8[], $19::bool[], $20::int8[], $21::text[], \
+     $22::text[])",
     journal_update!()
 );
 
@@ -154,7 +157,7 @@ macro_rules! journal_select {
     () => {
         "SELECT session_id, call_id, turn_id, tool, arguments_hash, arguments, repaired, raw, \
          state, error_type, decision, source, hooks, cache_hit, attempts, started_at, waiting_ms, running_ms, \
-         may_have_run, finished_at, owner FROM journal"
+         may_have_run, finished_at, owner, job FROM journal"
     };
 }
 const JOURNAL_CONTAINS: &str = "SELECT 1 FROM journal WHERE session_id = $1 AND call_id = $2";
@@ -271,6 +274,7 @@ macro_rules! dialect {
                 may_have_run: r.try_get("may_have_run")?,
                 finished_at: r.try_get::<Option<i64>, _>("finished_at")?.map(from_micros),
                 owner: r.try_get("owner")?,
+                job: parse_json(r.try_get("job")?),
             })
         }
 
@@ -580,6 +584,7 @@ pub(crate) mod pg {
             .bind(col(rows, |r| r.may_have_run))
             .bind(col(rows, |r| r.finished_at.map(micros)))
             .bind(col(rows, |r| r.owner.clone()))
+            .bind(col(rows, |r| json_text(&r.job)))
             .execute(conn)
             .await?;
         Ok(())

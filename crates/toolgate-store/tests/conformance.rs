@@ -87,10 +87,16 @@ async fn journal(name: &str, s: &Arc<dyn Store>) {
     s.journal_finish(a_done.clone()).await.unwrap();
     let b = row(sid.as_str(), "c2", "read_file", at(20));
     s.journal_finish(finished(&b, "success", None)).await.unwrap();
-    let c = row(sid.as_str(), "c3", "exec_shell", at(10));
-    s.journal_finish(finished(&c, "canceled", Some("canceled")))
-        .await
-        .unwrap();
+    // A call that started a background job: its row names the job, then how it ended.
+    let c = JournalRow {
+        job: Some(json!({"id": "j0123456789ab"})),
+        ..row(sid.as_str(), "c3", "exec_shell", at(10))
+    };
+    let c_done = JournalRow {
+        job: Some(json!({"id": "j0123456789ab", "state": "killed", "exit_code": null, "output_bytes": 21})),
+        ..finished(&c, "canceled", Some("canceled"))
+    };
+    s.journal_finish(c_done.clone()).await.unwrap();
     assert!(
         s.journal_unfinished()
             .await
@@ -111,6 +117,7 @@ async fn journal(name: &str, s: &Arc<dyn Store>) {
     assert_eq!(ids, ["c3", "c2", "c1"], "{name}: newest first");
     assert!(same(&all[2], &a_done), "{name}: {:?}\n!= {a_done:?}", all[2]);
     assert!(all[0].may_have_run, "{name}");
+    assert!(same(&all[0], &c_done), "{name}: {:?}\n!= {c_done:?}", all[0]);
 
     let pick = |f: JournalFilter| {
         let s = s.clone();

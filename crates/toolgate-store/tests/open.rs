@@ -217,6 +217,7 @@ async fn every_start_up_sweep_reads_an_index_also_in_a_store_made_before_the_ind
         "DROP INDEX journal_open_by_owner",
         "DROP TABLE replicas",
         "ALTER TABLE approvals DROP COLUMN owner",
+        "ALTER TABLE journal DROP COLUMN job",
     ] {
         sqlx::query(undo).execute(&mut conn).await.unwrap();
     }

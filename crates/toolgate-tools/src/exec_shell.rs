@@ -68,8 +68,13 @@ pub struct ExecShellArgs {
     pub command: String,
     /// The directory to run in, relative to the workspace (default: the workspace).
     pub cwd: Option<String>,
-    /// Stop the command after this many milliseconds (default 120000).
+    /// Stop the command after this many milliseconds (default 120000; in the background, the
+    /// engine's job limit).
     pub timeout_ms: Option<u64>,
+    /// Run in the background (servers, watchers, long builds): answer at once with a job handle,
+    /// then follow it with job_output, job_wait and job_kill.
+    #[serde(default)]
+    pub background: Option<bool>,
 }
 
 /// The tool.
@@ -226,8 +231,13 @@ impl Drop for Guard {
     }
 }
 
-/// Reads a stream to its end, keeping at most `cap` bytes; returns them and the total read.
-async fn capped(mut stream: impl AsyncRead + Unpin, cap: usize) -> (Vec<u8>, u64) {
+/// Reads a stream to its end, keeping at most `cap` bytes; returns them and the total read. A
+/// background job also gets every byte as it comes.
+async fn capped(
+    mut stream: impl AsyncRead + Unpin,
+    cap: usize,
+    job: Option<std::sync::Arc<toolgate_core::jobs::Job>>,
+) -> (Vec<u8>, u64) {
     let mut kept = Vec::new();
     let mut total = 0u64;
     let mut buf = vec![0u8; 64 << 10];
@@ -235,6 +245,9 @@ async fn capped(mut stream: impl AsyncRead + Unpin, cap: usize) -> (Vec<u8>, u64
         match stream.read(&mut buf).await {
             Ok(0) | Err(_) => return (kept, total),
             Ok(n) => {
+                if let Some(job) = &job {
+                    job.write(&buf[..n]);
+                }
                 total += n as u64;
                 let room = cap.saturating_sub(kept.len());
                 kept.extend_from_slice(&buf[..n.min(room)]);
@@ -334,7 +347,7 @@ impl TypedTool for ExecShell {
         "exec_shell"
     }
     fn description(&self) -> &str {
-        "Run a shell command line (bash -c) in the workspace and return its exit code, stdout and stderr. stdin is closed; long output is cut."
+        "Run a shell command line (bash -c) in the workspace and return its exit code, stdout and stderr. stdin is closed; long output is cut. With background: true (servers, watchers, long builds) it returns a job handle at once."
     }
     fn spec(&self) -> ToolSpec {
         ToolSpec {
@@ -342,6 +355,7 @@ impl TypedTool for ExecShell {
             // The tool keeps to the engine's limit itself (it kills the tree and reports the output
             // so far); the engine's own timeout is a backstop.
             stops_itself: true,
+            background_argument: Some("background".into()),
             ..ToolSpec::with_annotations(Annotations {
                 read_only: false,
                 destructive: true,
@@ -378,12 +392,20 @@ impl TypedTool for ExecShell {
         let cwd = working_dir(&ctx.workspace, args.cwd.as_deref())?;
         let sandbox = crate::sandbox::prepare(self.config.sandbox, &ctx.workspace, self.config.network)
             .map_err(ToolError::failed)?;
-        // One rule: the call's own timeout ≤ [shell] timeout/max ≤ the engine's limit for this attempt.
-        let timeout = args
-            .timeout_ms
-            .map_or(self.config.timeout, Duration::from_millis)
-            .min(self.config.max_timeout)
-            .min(ctx.timeout);
+        // One rule: the call's own timeout ≤ [shell] timeout/max ≤ the engine's limit for this
+        // attempt. A background job is held to the engine's job limit instead.
+        let job = ctx.jobs.current().cloned();
+        let timeout = match &job {
+            Some(_) => args
+                .timeout_ms
+                .map_or(ctx.timeout, Duration::from_millis)
+                .min(ctx.timeout),
+            None => args
+                .timeout_ms
+                .map_or(self.config.timeout, Duration::from_millis)
+                .min(self.config.max_timeout)
+                .min(ctx.timeout),
+        };
 
         let mut command = tokio::process::Command::new("bash");
         command
@@ -419,8 +441,8 @@ impl TypedTool for ExecShell {
             start: stat(pid).map(|(_, s)| s).unwrap_or(0),
         };
         let cap = self.config.max_output_bytes;
-        let stdout = child.stdout.take().map(|s| tokio::spawn(capped(s, cap)));
-        let stderr = child.stderr.take().map(|s| tokio::spawn(capped(s, cap)));
+        let stdout = child.stdout.take().map(|s| tokio::spawn(capped(s, cap, job.clone())));
+        let stderr = child.stderr.take().map(|s| tokio::spawn(capped(s, cap, job.clone())));
         let mut guard = Guard {
             tree: Some((
                 Tree {

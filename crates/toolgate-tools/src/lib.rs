@@ -4,7 +4,9 @@
 //! workspace by the kernel (`openat2` with `RESOLVE_BENEATH`), so `..`, absolute paths, symlinks
 //! leading out and symlinks swapped in during a call are all refused. `read_result` pages through
 //! results the engine truncated. `memory_read` and `memory_write` keep durable notes per principal
-//! in the session's store. `fetch_url` GETs a URL behind an SSRF guard ([`netguard`]).
+//! in the session's store. `fetch_url` GETs a URL behind an SSRF guard ([`netguard`]). The job
+//! tools (`job_status`, `job_output`, `job_wait`, `job_kill`, `job_list`) drive background jobs
+//! (`exec_shell` with `"background": true`).
 //!
 //! ```
 //! let mut registry = toolgate_core::Registry::new();
@@ -20,6 +22,7 @@ pub mod denylist;
 pub mod exec_shell;
 pub mod fetch;
 pub mod files;
+pub mod jobs;
 pub mod memory;
 pub mod netguard;
 pub mod protect;
@@ -52,6 +55,7 @@ pub fn builtin_tools_with(config: &ToolsConfig) -> Vec<Arc<dyn Tool>> {
     tools.push(Arc::new(Typed::new(memory::MemoryWrite::default())));
     tools.push(Arc::new(Typed::new(fetch::FetchUrl::new(config.fetch.clone()))));
     tools.push(Arc::new(Typed::new(exec_shell::ExecShell::new(config.shell.clone()))));
+    tools.extend(jobs::job_tools());
     tools
 }
 

@@ -199,8 +199,17 @@ impl Agent {
         &self.session
     }
 
-    /// Adds the user's prompt and runs the loop until an end status.
+    /// Adds the user's prompt and runs the loop until an end status. The background jobs the run
+    /// started end with it, unless `[engine] keep_jobs` says otherwise.
     pub async fn run(&mut self, prompt: &str) -> AgentRun {
+        let run = self.run_loop(prompt).await;
+        if !self.engine.config().keep_jobs {
+            self.session.end_jobs();
+        }
+        run
+    }
+
+    async fn run_loop(&mut self, prompt: &str) -> AgentRun {
         // A stop or kill ended the previous run; this one continues the conversation.
         self.session.resume();
         let format = self.model.format();

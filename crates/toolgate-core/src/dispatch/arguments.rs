@@ -8,6 +8,7 @@ use super::turn::TurnState;
 use crate::error::{CallError, ErrorKind};
 use crate::events::Event;
 use crate::registry::Entry;
+use crate::session::Session;
 use crate::tool::Category;
 use crate::validate::ValidateOptions;
 use serde_json::Value;
@@ -61,5 +62,17 @@ impl Engine {
         *n += 1;
         f.slot = Some(entry.name().clone());
         Ok(())
+    }
+
+    /// Stage 6, per call: a call that would start a background job is refused while the
+    /// session's (or the engine's) jobs are at their cap, before anyone is asked.
+    pub(crate) fn job_slot(&self, session: &Session, entry: &Entry, f: &Flight) -> Result<(), CallError> {
+        if !entry.spec().runs_in_background(&f.args) {
+            return Ok(());
+        }
+        match self.jobs.refusal(&session.id) {
+            None => Ok(()),
+            Some(why) => Err(CallError::new(ErrorKind::RateLimited, why)),
+        }
     }
 }

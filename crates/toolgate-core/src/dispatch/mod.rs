@@ -17,6 +17,7 @@
 
 mod approval;
 mod arguments;
+mod background;
 mod batch;
 mod exposure;
 mod outcome;
@@ -54,6 +55,8 @@ pub struct Engine {
     registry: std::sync::RwLock<Arc<Registry>>,
     config: EngineConfig,
     events: Arc<dyn EventSink>,
+    /// Every background job, by session.
+    jobs: Arc<crate::jobs::JobRegistry>,
     /// Whether a sink was set (events that cost work to build are skipped otherwise).
     listening: bool,
     hooks: Vec<Arc<dyn Hook>>,
@@ -66,6 +69,7 @@ impl Engine {
     pub fn new(mut registry: Registry, config: EngineConfig) -> Self {
         registry.configure(&config.tools);
         Self {
+            jobs: Arc::new(crate::jobs::JobRegistry::new(config.job_limits())),
             registry: std::sync::RwLock::new(Arc::new(registry)),
             config,
             events: Arc::new(NoEvents),
@@ -104,6 +108,11 @@ impl Engine {
     pub fn set_registry(&self, mut registry: Registry) {
         registry.configure(&self.config.tools);
         *self.registry.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(registry);
+    }
+
+    /// Every background job of this engine, by session.
+    pub fn jobs(&self) -> &Arc<crate::jobs::JobRegistry> {
+        &self.jobs
     }
 
     /// The configuration.
@@ -194,6 +203,7 @@ impl Engine {
         let exposed = self.expose(entry, turn)?; // 4
         self.validate(&exposed, f)?; // 5
         self.take_slot(turn, entry, f)?; // 6 (the batch's loop detector ran before)
+        self.job_slot(session, entry, f)?; // 6: the background jobs' caps
         self.permit(session, turn, entry, &exposed, f).await?; // 7, 8
         let output = self.run(session, turn, entry, &exposed.compiled, f).await?; // 9, 10
         let done = self.shape(session, entry, output, f).await?; // 11

@@ -61,6 +61,8 @@ pub(crate) struct Flight {
     pub(crate) context: Vec<String>,
     /// `CallStarted` was emitted, so `CallFinished` is due.
     pub(crate) announced: bool,
+    /// The background job the call started: the job, not this call, closes the journal row.
+    pub(crate) job: Option<String>,
 }
 
 impl Flight {
@@ -84,6 +86,7 @@ impl Flight {
             ran: false,
             context: Vec::new(),
             announced: false,
+            job: None,
         }
     }
 
@@ -187,7 +190,7 @@ impl Engine {
     }
 
     /// The call's journal row as it stands, in `state`.
-    fn row(&self, session: &Session, turn: &TurnState, f: &Flight, state: &'static str) -> JournalRow {
+    pub(crate) fn row(&self, session: &Session, turn: &TurnState, f: &Flight, state: &'static str) -> JournalRow {
         JournalRow {
             session_id: session.id.clone(),
             call_id: f.call.id.clone(),
@@ -213,11 +216,25 @@ impl Engine {
     /// Commits the row `started` before a tool that is not read-only runs; a call id the journal
     /// already holds is refused, so a call never runs twice.
     pub(crate) async fn begin_row(&self, session: &Session, turn: &TurnState, f: &mut Flight) -> Result<(), Stop> {
-        match session
-            .store
-            .journal_begin(&self.row(session, turn, f, "started"))
-            .await
-        {
+        let row = self.row(session, turn, f, "started");
+        self.claim_row(session, f, row).await
+    }
+
+    /// [`Self::begin_row`] for a call that starts a background job: the row names the job.
+    pub(crate) async fn begin_row_with(
+        &self,
+        session: &Session,
+        turn: &TurnState,
+        f: &mut Flight,
+        job: Value,
+    ) -> Result<(), Stop> {
+        let mut row = self.row(session, turn, f, "started");
+        row.job = Some(job);
+        self.claim_row(session, f, row).await
+    }
+
+    async fn claim_row(&self, session: &Session, f: &mut Flight, row: JournalRow) -> Result<(), Stop> {
+        match session.store.journal_begin(&row).await {
             Ok(true) => {
                 f.journal = Journal::Begun;
                 Ok(())
@@ -244,7 +261,8 @@ impl Engine {
     }
 
     async fn write_row(&self, session: &Session, turn: &TurnState, f: &Flight, outcome: &Outcome) {
-        if f.journal == Journal::Foreign {
+        // A call that started a job left its row `started`: the job closes it when it ends.
+        if f.journal == Journal::Foreign || (f.job.is_some() && f.journal == Journal::Begun) {
             return;
         }
         let kind = match outcome {

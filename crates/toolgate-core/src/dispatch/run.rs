@@ -10,6 +10,7 @@ use super::turn::{TurnState, call_kill};
 use crate::cache::{self, KeyParts};
 use crate::error::{CallError, ErrorKind};
 use crate::execute::{ExecFailure, ExecPolicy, ExecReport, execute};
+use crate::jobs::Jobs;
 use crate::registry::Entry;
 use crate::session::Session;
 use crate::tool::{CacheScope, CacheSpec, ToolContext, ToolOutput, ToolSpec};
@@ -19,7 +20,7 @@ use std::time::Duration;
 
 /// How much longer than its limit the engine waits for a tool that stops itself (it kills its
 /// process tree and reports what it has) before it drops the call.
-const SELF_STOP_GRACE: Duration = Duration::from_secs(10);
+pub(crate) const SELF_STOP_GRACE: Duration = Duration::from_secs(10);
 
 impl Engine {
     /// The time limits of one call: `(attempt limit the tool is told, policy the engine enforces)`.
@@ -57,12 +58,16 @@ impl Engine {
         f: &mut Flight,
     ) -> Result<ToolOutput, Stop> {
         let spec = entry.spec();
+        if spec.runs_in_background(&f.args) {
+            return self.start_job(session, turn, entry, f).await;
+        }
         if !spec.annotations.read_only {
             self.begin_row(session, turn, f).await?;
         }
         let (kill, _linked) = call_kill(session, turn);
         let (limit, policy) = self.limits(spec);
         let ctx = ToolContext {
+            jobs: Jobs::new(self.jobs.clone(), session.id.clone()),
             session_id: session.id.clone(),
             turn_id: turn.id.clone(),
             iteration: turn.iteration,
