@@ -13,6 +13,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use toolgate_core::agent::ModelRouter;
 use toolgate_core::formats::Dialect;
+use toolgate_core::jobs::JobRegistry;
 use toolgate_core::{Agent, AgentConfig, AgentRun, Engine, Model, ModelError, Session};
 use toolgate_llm::{ModelOptions, Replay, ReplayOptions};
 
@@ -121,7 +122,11 @@ pub async fn run(
 ) -> Result<ExitCode> {
     let (model, options) = model(&mut args, section)?;
     let defaults = AgentConfig::default();
+    let interactive_session = args.prompt.is_none() && std::io::stdin().is_terminal();
     let config = AgentConfig {
+        // In a terminal session a dev server started at one prompt serves the next ones; the
+        // session's end (or Ctrl-C) ends it.
+        keep_jobs: section.keep_jobs.unwrap_or(interactive_session),
         max_iterations: args
             .max_iterations
             .or(section.max_iterations)
@@ -131,13 +136,13 @@ pub async fn run(
         warn_iterations: section.warn_iterations.unwrap_or(defaults.warn_iterations),
         system: args.system.clone().or_else(|| section.system.clone()),
     };
+    let jobs = engine.jobs().clone();
     let mut agent = Agent::new(engine, session.clone(), model.clone(), config);
     if let Some(options) = options {
         agent = agent.with_router(Arc::new(Router(options)));
     }
     let running = Arc::new(AtomicBool::new(false));
     let presses = Arc::new(AtomicU32::new(0));
-    let interactive_session = args.prompt.is_none() && std::io::stdin().is_terminal();
     // The line editor installs its own SIGINT handler when it is created; ours is registered
     // after it, so it comes first (and chains to the editor's).
     let editor = if interactive_session {
@@ -170,7 +175,13 @@ pub async fn run(
             Ok(report(&run, json, &ui))
         }
         None => match editor {
-            Some(editor) => interactive(editor, &mut agent, &model, json, &ui, &running, &presses).await,
+            Some(editor) => {
+                let flags = Flags {
+                    running: &running,
+                    presses: &presses,
+                };
+                interactive(editor, &mut agent, &model, &jobs, json, &ui, flags).await
+            }
             None => bail!("no prompt: pass one as an argument, pipe one on stdin, or run on a terminal for a session"),
         },
     }
@@ -233,14 +244,105 @@ fn spawn_interrupts(
     });
 }
 
+/// Whether a run is going on, and how many Ctrl-C it got.
+struct Flags<'a> {
+    running: &'a AtomicBool,
+    presses: &'a AtomicU32,
+}
+
+/// One line per running background job of the session: what, how long, and the commands.
+fn job_lines(jobs: &JobRegistry, session: &Session, ui: &Ui) {
+    for job in jobs.list(session.id()).iter().filter(|j| j.running()) {
+        let secs = job.elapsed().as_secs();
+        ui.line(&format!(
+            "{} {} {} running {}m{:02}s, {} bytes of output — /output {} · /kill {}",
+            style("◷").cyan(),
+            job.id,
+            job.tool,
+            secs / 60,
+            secs % 60,
+            job.output_bytes(),
+            job.id,
+            job.id
+        ));
+    }
+}
+
+/// `/jobs`, `/output ID` and `/kill ID` at the prompt; false for any other line.
+async fn job_command(line: &str, jobs: &JobRegistry, session: &Session, ui: &Ui) -> bool {
+    let mut words = line.split_whitespace();
+    let (command, id) = (words.next().unwrap_or_default(), words.next());
+    let job = |id: Option<&str>| id.and_then(|id| jobs.get(session.id(), id));
+    match (command, id) {
+        ("/jobs", _) => {
+            let all = jobs.list(session.id());
+            if all.is_empty() {
+                ui.line("no background jobs in this session");
+            }
+            for j in &all {
+                let secs = j.elapsed().as_secs();
+                ui.line(&format!(
+                    "{} {} {} for {}m{:02}s, {} bytes of output",
+                    j.id,
+                    j.tool,
+                    j.status(false)["state"].as_str().unwrap_or_default(),
+                    secs / 60,
+                    secs % 60,
+                    j.output_bytes()
+                ));
+            }
+        }
+        ("/output", id) => match job(id) {
+            Some(j) => {
+                // The last 4 KiB: what a server or a build printed lately (a job that has printed
+                // nothing yet gets a moment to).
+                if j.output_bytes() == 0 {
+                    j.wait_for_output(1, std::time::Duration::from_secs(2)).await;
+                }
+                let total = j.output_bytes();
+                let page = j.read(Some(total.saturating_sub(4096)), 4096);
+                ui.line(&format!(
+                    "{} {} — bytes {}..{} of {}",
+                    style("◷").cyan(),
+                    j.id,
+                    page.offset,
+                    page.next_offset,
+                    total
+                ));
+                ui.line(page.text.trim_end());
+            }
+            None => ui.line("which job? /jobs lists them: /output ID"),
+        },
+        ("/kill", id) => match job(id) {
+            Some(j) => {
+                j.kill();
+                let ended = j.wait(std::time::Duration::from_secs(15)).await;
+                ui.line(&format!(
+                    "{} {} {}",
+                    style("■").yellow(),
+                    j.id,
+                    if ended {
+                        "killed"
+                    } else {
+                        "asked to stop; it has not ended yet"
+                    }
+                ));
+            }
+            None => ui.line("which job? /jobs lists them: /kill ID"),
+        },
+        _ => return false,
+    }
+    true
+}
+
 async fn interactive(
     mut editor: rustyline::DefaultEditor,
     agent: &mut Agent,
     model: &Arc<dyn Model>,
+    jobs: &JobRegistry,
     json: bool,
     ui: &Ui,
-    running: &AtomicBool,
-    presses: &AtomicU32,
+    flags: Flags<'_>,
 ) -> Result<ExitCode> {
     use rustyline::error::ReadlineError;
     let history = crate::trust::data_dir().map(|d| d.join("history.txt"));
@@ -248,7 +350,7 @@ async fn interactive(
         let _ = editor.load_history(h);
     }
     ui.line(&format!(
-        "{} {} — Ctrl-C stops a run, Ctrl-D or /exit leaves",
+        "{} {} — Ctrl-C stops a run, Ctrl-D or /exit leaves, /jobs lists background jobs",
         style("toolgate agent").bold(),
         model.describe()
     ));
@@ -267,9 +369,16 @@ async fn interactive(
             break;
         }
         let _ = editor.add_history_entry(prompt);
-        let run = run_once(agent, prompt, running, presses).await;
+        let session = agent.session().clone();
+        if job_command(prompt, jobs, &session, ui).await {
+            continue;
+        }
+        let run = run_once(agent, prompt, flags.running, flags.presses).await;
         report(&run, json, ui);
+        job_lines(jobs, &session, ui);
     }
+    // The session ends: so do its jobs.
+    agent.session().end_jobs();
     if let Some(h) = &history {
         if let Some(dir) = h.parent() {
             let _ = std::fs::create_dir_all(dir);

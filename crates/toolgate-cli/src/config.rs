@@ -72,6 +72,8 @@ pub struct AgentSection {
     pub stream: Option<bool>,
     /// Anthropic's `max_tokens` (default 4096).
     pub max_tokens: Option<u32>,
+    /// Background jobs outlive a run (default: only in an interactive session, until it ends).
+    pub keep_jobs: Option<bool>,
 }
 
 /// `[shell]`.

@@ -131,3 +131,74 @@ async fn ctrl_c_kills_a_slow_command_and_returns_to_the_prompt() {
     assert_eq!(results.len(), 1, "the killed call has one result");
     assert!(results[0]["content"].as_str().unwrap().contains("canceled"));
 }
+
+/// In a terminal session a background job outlives the run that started it: a line after the run
+/// shows it running, `/jobs` lists it, `/output ID` shows what it printed, `/kill ID` ends it.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_background_job_is_shown_after_the_run_and_followed_and_killed_at_the_prompt() {
+    let ws = tempfile::tempdir().unwrap();
+    let call = json!({"choices": [{"index": 0, "finish_reason": "tool_calls", "message": {"role": "assistant", "content": null,
+           "tool_calls": [{"id": "call_1", "type": "function", "function": {"name": "exec_shell",
+           "arguments": json!({"command": "echo server is up; exec sleep 600", "background": true}).to_string()}}]}}]});
+    let answer = json!({"choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": "It runs in the background."}}]});
+    let server = llm_server::serve(vec![
+        llm_server::Reply::json(200, &call),
+        llm_server::Reply::json(200, &answer),
+    ])
+    .await;
+    let base = format!("{}/v1", server.base);
+    let ws_path = ws.path().to_owned();
+    let screen = tokio::task::spawn_blocking(move || {
+        let mut p = spawn(
+            &ws_path,
+            &["--yes", "agent", "--model", "openai:gpt-4.1", "--base-url", &base],
+            &[("OPENAI_API_KEY", "sk-test"), ("TOOLGATE_AGENT_STREAM", "false")],
+        );
+        p.expect("› ").expect("the prompt");
+        p.send_line("start the server").unwrap();
+        p.expect("It runs in the background.").expect("the answer");
+        let line = p.expect("/kill").expect("the job's line after the run");
+        let mut screen = text(line.before());
+        let id = regex::Regex::new(r"j[0-9a-f]{12}")
+            .unwrap()
+            .find(&screen)
+            .map(|m| m.as_str().to_owned())
+            .unwrap_or_else(|| panic!("no job id on the screen: {screen}"));
+        p.expect("› ").expect("the prompt again");
+        // Until the job has printed its line (it runs on its own; the list says how much).
+        let until = std::time::Instant::now() + Duration::from_secs(30);
+        loop {
+            p.send_line("/jobs").unwrap();
+            let listed = text(p.expect("› ").expect("the list").before());
+            screen.push_str(&listed);
+            if listed.contains("running for") && !listed.contains(", 0 bytes of output") {
+                break;
+            }
+            assert!(std::time::Instant::now() < until, "the job printed nothing: {screen}");
+        }
+        p.send_line(format!("/output {id}")).unwrap();
+        let output = p.expect("› ").expect("the output");
+        screen.push_str(&text(output.before()));
+        p.send_line(format!("/kill {id}")).unwrap();
+        let killed = p.expect("killed").expect("the kill");
+        screen.push_str(&text(killed.before()));
+        p.expect("› ").expect("the prompt after the kill");
+        p.send_line("/jobs").unwrap();
+        let after = p.expect("› ").expect("the list after the kill");
+        screen.push_str("\n--- after ---\n");
+        screen.push_str(&text(after.before()));
+        p.send_line("/exit").unwrap();
+        p.expect(Eof).expect("exit");
+        (screen, id)
+    })
+    .await
+    .unwrap();
+    let (screen, id) = screen;
+    let (before, after) = screen.split_once("--- after ---").unwrap();
+    assert!(before.contains(&format!("{id} exec_shell running")), "{screen}");
+    assert!(
+        before.contains("server is up"),
+        "/output shows what it printed: {screen}"
+    );
+    assert!(after.contains(&format!("{id} exec_shell killed")), "{screen}");
+}

@@ -67,8 +67,6 @@ pub struct EngineConfig {
     pub job_output_bytes: usize,
     /// How long a background job may run, in milliseconds.
     pub job_timeout_ms: u64,
-    /// Jobs an agent run started keep running after the run ends (default: they are killed).
-    pub keep_jobs: bool,
     /// Per-tool settings (`[tools.NAME]` in `toolgate.toml`, outside `[engine]`).
     #[serde(skip)]
     pub tools: std::collections::BTreeMap<String, ToolSettings>,
@@ -146,7 +144,6 @@ impl Default for EngineConfig {
             max_jobs: 32,
             job_output_bytes: 1 << 20,
             job_timeout_ms: 3_600_000,
-            keep_jobs: false,
             tools: std::collections::BTreeMap::new(),
         }
     }

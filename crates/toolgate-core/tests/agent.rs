@@ -613,3 +613,43 @@ async fn an_anthropic_prompt_after_tool_results_joins_the_user_message() {
     toolgate_core::formats::push_user_text(Format::Gemini, &mut gemini, "next");
     assert_eq!(gemini[0]["parts"][1], json!({"text": "next"}));
 }
+
+/// A background tool whose job runs until it is stopped.
+fn server_tool() -> Arc<dyn toolgate_core::Tool> {
+    let spec = ToolSpec {
+        category: toolgate_core::tool::Category::Background,
+        ..writer()
+    };
+    Arc::new(FnTool::new("serve", spec, |ctx, _| async move {
+        ctx.cancel.cancelled().await;
+        Err(ToolError::Canceled)
+    }))
+}
+
+#[tokio::test]
+async fn the_end_of_a_run_ends_its_jobs_unless_they_are_kept() {
+    for keep_jobs in [false, true] {
+        let h = harness(vec![server_tool()], EngineConfig::default());
+        let model = Scripted::new(vec![calls(&[("s1", "serve", json!({}))]), text("serving")]);
+        let mut a = agent(
+            &h,
+            model,
+            AgentConfig {
+                keep_jobs,
+                ..AgentConfig::default()
+            },
+        );
+        let run = a.run("start it").await;
+        assert!(run.answered(), "{run:?}");
+        let jobs = h.engine.jobs().list(h.session.id());
+        assert_eq!(jobs.len(), 1);
+        // The run's end asks the job to stop at once (its token), or does not.
+        assert_eq!(jobs[0].cancel_token().is_cancelled(), !keep_jobs);
+        if keep_jobs {
+            assert!(jobs[0].running(), "a kept job outlives the run");
+            h.session.end_jobs();
+        }
+        assert!(jobs[0].wait(Duration::from_secs(10)).await);
+        assert_eq!(jobs[0].status(false)["state"], "killed");
+    }
+}

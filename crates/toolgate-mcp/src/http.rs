@@ -192,6 +192,7 @@ pub fn router(
         .route("/v1/approvals", get(approvals))
         .route("/v1/approvals/{id}", post(answer))
         .route("/v1/audit", get(audit))
+        .route("/v1/jobs", get(jobs))
         .route("/healthz", get(health))
         .route("/metrics", get(metrics_text))
         .route_service("/mcp", mcp)
@@ -524,6 +525,43 @@ async fn audit(
     }
 }
 
+#[derive(Debug, Deserialize)]
+struct JobsQuery {
+    session: Option<String>,
+}
+
+/// A session's background jobs on this replica (`?session=ID`, or the `X-Toolgate-Session`
+/// header): a client names its own sessions, the approver token any session by its full id.
+async fn jobs(
+    State(app): State<Arc<App>>,
+    axum::Extension(caller): axum::Extension<Caller>,
+    headers: HeaderMap,
+    Query(q): Query<JobsQuery>,
+) -> Response {
+    let named = q.session.or_else(|| {
+        headers
+            .get("x-toolgate-session")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned)
+    });
+    let Some(named) = named else {
+        return error(StatusCode::BAD_REQUEST, "name the session: ?session=ID");
+    };
+    let session = match &caller {
+        Caller::Client(p) => crate::server::scoped(p, &named),
+        Caller::Approver => SessionId::new(named.clone()),
+    };
+    let jobs: Vec<Value> = app
+        .gateway
+        .engine
+        .jobs()
+        .list(&session)
+        .iter()
+        .map(|j| j.status(false))
+        .collect();
+    json_response(StatusCode::OK, &json!({"session": named, "jobs": jobs}))
+}
+
 /// Each part's state, and 503 when this replica cannot serve (its store does not answer, an
 /// upstream server is still starting, or no tool is left because every upstream failed), so a
 /// load balancer can act; 200 `degraded` while some upstream is down but tools remain.
@@ -578,7 +616,12 @@ async fn metrics_text(State(app): State<Arc<App>>) -> Response {
     (
         StatusCode::OK,
         [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
-        app.metrics.render(pending, app.store.backlog(), app.store.replica()),
+        app.metrics.render(
+            pending,
+            app.store.backlog(),
+            app.store.replica(),
+            app.gateway.engine.jobs().running(),
+        ),
     )
         .into_response()
 }

@@ -49,6 +49,7 @@ impl Metrics {
         approvals_pending: Option<usize>,
         backlog: toolgate_core::store::Backlog,
         replica: Option<&str>,
+        jobs_running: usize,
     ) -> String {
         let mut out = String::new();
         if let Some(replica) = replica {
@@ -93,6 +94,9 @@ impl Metrics {
         out.push_str("# HELP toolgate_calls_in_flight Tool calls running now.\n");
         out.push_str("# TYPE toolgate_calls_in_flight gauge\n");
         let _ = writeln!(out, "toolgate_calls_in_flight {}", self.in_flight());
+        out.push_str("# HELP toolgate_jobs_running Background jobs running now in this replica.\n");
+        out.push_str("# TYPE toolgate_jobs_running gauge\n");
+        let _ = writeln!(out, "toolgate_jobs_running {jobs_running}");
         if let Some(n) = approvals_pending {
             out.push_str("# HELP toolgate_approvals_pending Asks of this replica waiting for an answer.\n");
             out.push_str("# TYPE toolgate_approvals_pending gauge\n");

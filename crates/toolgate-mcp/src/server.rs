@@ -310,6 +310,8 @@ impl Gateway {
                 s.kill();
             }
         }
+        // Background jobs outlive the request that started them, not the gateway.
+        self.engine.jobs().kill_all();
     }
 
     /// A handler for one client session.

@@ -133,6 +133,9 @@ pub struct AgentConfig {
     pub warn_iterations: u32,
     /// The system prompt.
     pub system: Option<String>,
+    /// Background jobs outlive a run (the next `run` of the conversation finds them); by
+    /// default a run's end ends them.
+    pub keep_jobs: bool,
 }
 
 impl Default for AgentConfig {
@@ -143,6 +146,7 @@ impl Default for AgentConfig {
             result_loop_threshold: 0,
             warn_iterations: 15,
             system: None,
+            keep_jobs: false,
         }
     }
 }
@@ -199,11 +203,11 @@ impl Agent {
         &self.session
     }
 
-    /// Adds the user's prompt and runs the loop until an end status. The background jobs the run
-    /// started end with it, unless `[engine] keep_jobs` says otherwise.
+    /// Adds the user's prompt and runs the loop until an end status. The session's background
+    /// jobs end with it, unless `AgentConfig::keep_jobs` says otherwise.
     pub async fn run(&mut self, prompt: &str) -> AgentRun {
         let run = self.run_loop(prompt).await;
-        if !self.engine.config().keep_jobs {
+        if !self.config.keep_jobs {
             self.session.end_jobs();
         }
         run
