@@ -2,6 +2,7 @@
 
 mod agent;
 mod approve;
+mod audit;
 mod config;
 mod hooks;
 mod secrets;
@@ -21,7 +22,7 @@ use std::sync::Arc;
 use toolgate_core::formats::Dialect;
 use toolgate_core::permit::{ApproveAll, Approver, Policy};
 use toolgate_core::rules::{Layer, LayerSource};
-use toolgate_core::store::{JournalFilter, JournalRow, Store};
+use toolgate_core::store::Store;
 use toolgate_core::{
     Answer, CallId, Engine, Format, Outcome, Registry, Session, SessionId, SessionOptions, ToolCall, TurnOptions,
     TurnStatus,
@@ -112,32 +113,12 @@ enum Command {
         dialect: Dialect,
     },
     /// Lists the audit journal, newest first.
-    Audit(AuditArgs),
+    Audit(audit::AuditArgs),
     /// Runs the model ↔ tools loop: one task, or an interactive session without a prompt.
     Agent(agent::AgentArgs),
     /// Serves the governed tools (built-in and upstream MCP servers') as an MCP server, over
     /// streamable HTTP at /mcp with the REST API beside it, or over stdio.
     Serve(serve::ServeArgs),
-}
-
-/// `toolgate audit`'s filters and output.
-#[derive(clap::Args, Debug)]
-struct AuditArgs {
-    /// Only calls of this tool.
-    #[arg(long, value_name = "NAME")]
-    tool: Option<String>,
-    /// Only calls started since: RFC 3339, a date, or an age such as 30m, 2h, 7d.
-    #[arg(long, value_name = "TIME")]
-    since: Option<String>,
-    /// Only this outcome (started, success, error, canceled) or error type (timeout, …).
-    #[arg(long, value_name = "KIND")]
-    outcome: Option<String>,
-    /// At most this many rows (0: all).
-    #[arg(long, default_value_t = 100)]
-    limit: usize,
-    /// One JSON object per line instead of a table.
-    #[arg(long)]
-    json: bool,
 }
 
 fn main() -> ExitCode {
@@ -292,7 +273,7 @@ async fn run(cli: Cli) -> Result<ExitCode> {
         _ => Some(open_store(cli.store.as_deref(), &config, &engine_config, true, None).await?),
     };
     if let (Command::Audit(args), Some(store)) = (&cli.command, &store) {
-        return audit(args, cli.session.as_deref(), store.as_ref()).await;
+        return audit::run(args, cli.session.as_deref(), store.as_ref()).await;
     }
     let mut engine = Engine::new(registry, engine_config).with_hooks(hooks);
     let ui = match &cli.command {
@@ -552,100 +533,6 @@ async fn open_store(
 }
 
 /// `toolgate audit`.
-async fn audit(args: &AuditArgs, session: Option<&str>, store: &dyn Store) -> Result<ExitCode> {
-    let filter = JournalFilter {
-        session: session.map(SessionId::new),
-        session_prefix: None,
-        tool: args.tool.clone(),
-        since: args
-            .since
-            .as_deref()
-            .map(|s| time::parse_since(s, std::time::SystemTime::now()))
-            .transpose()?,
-        outcome: args.outcome.clone(),
-        limit: args.limit,
-    };
-    let rows = store
-        .journal_list(&filter)
-        .await
-        .map_err(|e| anyhow!("cannot read the journal: {e}"))?;
-    let mut out = std::io::stdout().lock();
-    if args.json {
-        for row in &rows {
-            serde_json::to_writer(&mut out, &toolgate_core::audit::row_json(row))?;
-            writeln!(out)?;
-        }
-    } else {
-        write_table(&mut out, &rows)?;
-    }
-    Ok(ExitCode::SUCCESS)
-}
-
-fn write_table(out: &mut impl Write, rows: &[JournalRow]) -> Result<()> {
-    let header = [
-        "STARTED", "SESSION", "CALL", "TOOL", "OUTCOME", "DECISION", "SOURCE", "TRIES", "WAIT_MS", "RUN_MS", "FLAGS",
-    ];
-    let cells: Vec<[String; 11]> = rows
-        .iter()
-        .map(|r| {
-            let mut flags = Vec::new();
-            if r.repaired {
-                flags.push("repaired");
-            }
-            if r.cache_hit {
-                flags.push("cached");
-            }
-            if r.may_have_run {
-                flags.push("may_have_run");
-            }
-            [
-                r.started_at.map(time::rfc3339).unwrap_or_default(),
-                r.session_id.to_string(),
-                r.call_id.to_string(),
-                r.tool.to_string(),
-                r.error_type.as_deref().unwrap_or(&r.state).to_owned(),
-                r.decision.as_deref().unwrap_or("-").to_owned(),
-                r.source.as_deref().unwrap_or("-").to_owned(),
-                r.attempts.to_string(),
-                r.waiting_ms.to_string(),
-                r.running_ms.to_string(),
-                if flags.is_empty() { "-".into() } else { flags.join(",") },
-            ]
-        })
-        // A model chooses call ids: a cell is cut to a width a terminal can show (and that
-        // `format!` accepts: widths above 65,535 panic).
-        .map(|row: [String; 11]| row.map(|c| clip(&c, 64)))
-        .collect();
-    let mut widths = header.map(str::len);
-    for row in &cells {
-        for (w, c) in widths.iter_mut().zip(row) {
-            *w = (*w).max(c.chars().count());
-        }
-    }
-    let line = |out: &mut dyn Write, row: &[&str]| -> std::io::Result<()> {
-        let text: Vec<String> = row.iter().zip(widths).map(|(c, w)| format!("{c:<w$}")).collect();
-        writeln!(out, "{}", text.join("  ").trim_end())
-    };
-    line(out, &header)?;
-    for row in &cells {
-        line(out, &row.each_ref().map(String::as_str))?;
-    }
-    if rows.is_empty() {
-        writeln!(out, "(no journal rows match)")?;
-    }
-    Ok(())
-}
-
-/// `text` cut to `max` characters, the cut marked with `…`.
-fn clip(text: &str, max: usize) -> String {
-    if text.chars().count() <= max {
-        return text.to_owned();
-    }
-    let mut out: String = text.chars().take(max - 1).collect();
-    out.push('…');
-    out
-}
-
 /// ARGS_JSON of `call` and `check`: a JSON object, `{}` when absent.
 fn call_arguments(args: Option<&str>) -> Result<serde_json::Map<String, Value>> {
     Ok(match args.map(str::trim).filter(|a| !a.is_empty()) {

@@ -424,3 +424,67 @@ fn memory_notes_outlive_the_process() {
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v, json!({"key": "style", "value": "tabs, not spaces"}));
 }
+
+/// `audit --follow` prints what other processes write to the same store, as they write it: the
+/// rows there already, then a later call's row (closed, with its outcome); a memory store, which
+/// no other process can write, is refused.
+#[test]
+fn audit_follow_prints_the_rows_other_processes_write() {
+    use std::io::BufRead;
+    let ws = workspace();
+    let first = toolgate(ws.path())
+        .args(["call", "read_file", r#"{"path": "hello.txt"}"#])
+        .output()
+        .unwrap();
+    assert!(first.status.success());
+    let mut follow = std::process::Command::new(env!("CARGO_BIN_EXE_toolgate"))
+        .arg("--workspace")
+        .arg(ws.path())
+        .args(["audit", "--follow", "--json"])
+        .env("XDG_CONFIG_HOME", xdg_dir(ws.path(), "config"))
+        .env("XDG_DATA_HOME", xdg_dir(ws.path(), "data"))
+        .env_remove("RUST_LOG")
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdout = follow.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel::<Value>();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout).lines().map_while(Result::ok) {
+            if tx.send(serde_json::from_str(&line).unwrap()).is_err() {
+                break;
+            }
+        }
+    });
+    let next = |what: &str| {
+        rx.recv_timeout(std::time::Duration::from_secs(60))
+            .unwrap_or_else(|_| panic!("follow printed no {what}"))
+    };
+    let old = next("existing row");
+    assert_eq!(
+        (old["tool"].as_str(), old["outcome"].as_str()),
+        (Some("read_file"), Some("success"))
+    );
+    // A later call by another process: its row arrives closed (maybe first as started).
+    let later = toolgate(ws.path())
+        .args(["--yes", "call", "write_file", r#"{"path": "new.txt", "content": "x"}"#])
+        .output()
+        .unwrap();
+    assert!(later.status.success(), "{}", String::from_utf8_lossy(&later.stderr));
+    let row = loop {
+        let row = next("new row");
+        assert_eq!(row["tool"], "write_file", "{row}");
+        if row["outcome"] != "started" {
+            break row;
+        }
+    };
+    assert_eq!(row["outcome"], "success", "{row}");
+    let _ = follow.kill();
+    let _ = follow.wait();
+
+    let out = toolgate(ws.path())
+        .args(["--store", "memory", "audit", "--follow"])
+        .output()
+        .unwrap();
+    assert_usage_error(&out, "--follow reads rows other processes write");
+}
