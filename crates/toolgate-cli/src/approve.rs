@@ -115,7 +115,8 @@ pub fn file_diff(workspace: &Path, request: &ApprovalRequest) -> Option<String> 
     Some(out)
 }
 
-fn prompt(request: &ApprovalRequest, diff: Option<&str>) -> Answer {
+/// Shows the ask on the terminal (stderr) and reads one key per answer.
+pub fn prompt(request: &ApprovalRequest, diff: Option<&str>) -> Answer {
     let term = Term::stderr();
     let tool = request.call.name.as_str();
     let mut args = serde_json::to_string_pretty(&request.arguments()).unwrap_or_default();

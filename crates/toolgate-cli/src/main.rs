@@ -1,6 +1,7 @@
 //! `toolgate`: the command line of toolgate's engine.
 
 mod agent;
+mod approvals;
 mod approve;
 mod audit;
 mod config;
@@ -114,6 +115,8 @@ enum Command {
     },
     /// Lists the audit journal, newest first.
     Audit(audit::AuditArgs),
+    /// Answers a gateway's approval queue in the terminal, with the agent's prompt, keys and diff.
+    Approvals(approvals::ApprovalsArgs),
     /// Runs the model ↔ tools loop: one task, or an interactive session without a prompt.
     Agent(agent::AgentArgs),
     /// Serves the governed tools (built-in and upstream MCP servers') as an MCP server, over
@@ -175,6 +178,9 @@ async fn run(cli: Cli) -> Result<ExitCode> {
         let (file, sum) = trust::trust(&dir)?;
         println!("trusted {} (sha256 {sum})", file.display());
         return Ok(ExitCode::SUCCESS);
+    }
+    if let Command::Approvals(args) = &cli.command {
+        return approvals::run(args, &workspace).await;
     }
     if !workspace.is_dir() {
         bail!("the workspace {} is not a directory", workspace.display());
@@ -424,7 +430,7 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             Some(ui) => agent::run(args, &config.agent, engine.clone(), session.clone(), ui).await,
             None => Ok(ExitCode::from(2)),
         },
-        Command::Trust { .. } | Command::Audit(_) | Command::Serve(_) => Ok(ExitCode::SUCCESS),
+        Command::Trust { .. } | Command::Audit(_) | Command::Serve(_) | Command::Approvals(_) => Ok(ExitCode::SUCCESS),
     };
     // A named session's guards are its state: the next `exec --session` takes up from here.
     if named && let Err(e) = session.save_guards().await {

@@ -202,3 +202,103 @@ async fn a_background_job_is_shown_after_the_run_and_followed_and_killed_at_the_
     );
     assert!(after.contains(&format!("{id} exec_shell killed")), "{screen}");
 }
+
+/// POSTs one call to the gateway's REST face in session `w`; the tool message's content.
+async fn rest_call(addr: &str, id: &str, args: serde_json::Value) -> serde_json::Value {
+    let answer = json!({"role": "assistant", "tool_calls": [{"id": id, "type": "function",
+        "function": {"name": "write_file", "arguments": args.to_string()}}]});
+    let v: serde_json::Value = reqwest::Client::new()
+        .post(format!("http://{addr}/v1/execute?session=w"))
+        .bearer_auth("rest-token-1")
+        .json(&answer)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    v["messages"][1].clone()
+}
+
+/// `toolgate approvals --watch` answers a gateway's queue with the agent's prompt and diff: an
+/// ask answered with `s` lets the REST caller's call run, and the next call like it is not asked.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_terminal_approver_answers_a_gateway_s_queue_and_a_session_grant_holds() {
+    let ws = tempfile::tempdir().unwrap();
+    let envs = [("TOOLGATE_SERVE_APPROVER_TOKEN", "approver-token-1")];
+    let (_gateway, addr) = common::serve(ws.path(), None, &["--client", "rest=rest-token-1"], &envs);
+    let first = {
+        let addr = addr.clone();
+        tokio::spawn(async move {
+            rest_call(
+                &addr,
+                "c1",
+                json!({"path": "out.txt", "content": "hello from the queue\n"}),
+            )
+            .await
+        })
+    };
+    let ws_path = ws.path().to_owned();
+    let url = format!("http://{addr}");
+    let (p, asked) = tokio::task::spawn_blocking(move || {
+        let mut p = spawn(&ws_path, &["approvals", "--watch", "--url", &url], &envs);
+        let asked = text(p.expect("answer: ").expect("the ask is shown").before());
+        (p, asked)
+    })
+    .await
+    .unwrap();
+    assert!(asked.contains("write_file wants to run"), "{asked}");
+    assert!(asked.contains("+hello from the queue"), "the diff is shown: {asked}");
+    assert!(
+        asked.contains("principal rest") && asked.contains("client rest"),
+        "who asks: {asked}"
+    );
+    let (p, screen) = tokio::task::spawn_blocking(move || {
+        let mut screen = String::new();
+        let mut p = p;
+        p.send("s").unwrap();
+        let answered = p.expect("answered").expect("the answer is sent");
+        screen.push_str(&text(answered.before()));
+        (p, screen)
+    })
+    .await
+    .unwrap();
+    let message = first.await.unwrap();
+    assert!(
+        !message.to_string().contains("\"error\""),
+        "the approved call ran: {message}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join("out.txt")).unwrap(),
+        "hello from the queue\n"
+    );
+    // The same call again in the session: the grant answers, nobody is asked.
+    let second = rest_call(
+        &addr,
+        "c2",
+        json!({"path": "out.txt", "content": "hello from the queue\n"}),
+    )
+    .await;
+    assert!(!second.to_string().contains("\"error\""), "{second}");
+    let audit: serde_json::Value = reqwest::Client::new()
+        .get(format!("http://{addr}/v1/audit?session=w"))
+        .bearer_auth("rest-token-1")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let source = |id: &str| {
+        audit["rows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["call_id"] == id)
+            .map(|r| r["source"].clone())
+    };
+    assert_eq!(source("c1"), Some(json!("user_approved_session")), "{audit}");
+    assert_eq!(source("c2"), Some(json!("session_permissions_allow")), "{audit}");
+    assert!(screen.contains('s'), "the key is echoed: {screen}");
+    drop(p);
+}
