@@ -206,7 +206,7 @@ pub async fn run(
         shutdown.clone(),
     );
     eprintln!(
-        "toolgate: serving {} tools: MCP at http://{addr}/mcp, REST at http://{addr}/v1/",
+        "toolgate: serving {} tools: MCP at http://{addr}/mcp, REST at http://{addr}/v1/, console at http://{addr}/",
         gateway.engine.registry().len()
     );
     let unserved: Vec<toolgate_mcp::Unserved> = gateway
@@ -229,7 +229,7 @@ pub async fn run(
     }
     if generated {
         eprintln!(
-            "toolgate: approver token for /v1/approvals: {} (set TOOLGATE_SERVE_APPROVER_TOKEN to choose it)",
+            "toolgate: approver token for the console and /v1/approvals: {} (set TOOLGATE_SERVE_APPROVER_TOKEN to choose it)",
             options.approver_token
         );
     }

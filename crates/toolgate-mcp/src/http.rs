@@ -137,7 +137,7 @@ pub struct App {
     pub queue: Arc<Queue>,
     /// The metrics fed by the engine's events.
     pub metrics: Arc<Metrics>,
-    options: HttpOptions,
+    pub(crate) options: HttpOptions,
     /// The `Host` values accepted (loopback names and `allowed_hosts`), built once.
     hosts: Vec<String>,
     /// The `Origin` values accepted, built once.
@@ -194,6 +194,16 @@ pub fn router(
         .route("/v1/audit", get(audit))
         .route("/v1/jobs", get(jobs))
         .route("/healthz", get(health))
+        .route("/", get(crate::console::page))
+        .route("/console.js", get(crate::console::script))
+        .route("/console.css", get(crate::console::style))
+        .route("/console/login", post(crate::console::login))
+        .route("/console/logout", post(crate::console::logout))
+        .route("/console/api/approvals", get(crate::console::list_approvals))
+        .route("/console/api/approvals/{id}", post(crate::console::answer))
+        .route("/console/api/calls", get(crate::console::list_calls))
+        .route("/console/api/tools", get(crate::console::tools))
+        .route("/console/api/events", get(crate::console::events))
         .route("/metrics", get(metrics_text))
         .route_service("/mcp", mcp)
         .layer(DefaultBodyLimit::max(max_body))
@@ -233,7 +243,7 @@ fn error(code: StatusCode, message: impl Into<String>) -> Response {
 }
 
 /// Compares in time independent of where the strings differ.
-fn same(a: &[u8], b: &[u8]) -> bool {
+pub(crate) fn same(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
@@ -275,6 +285,23 @@ async fn guard(State(app): State<Arc<App>>, request: Request<Body>, next: Next) 
         }
     }
     let path = request.uri().path().to_owned();
+    // The console: its page is public (it asks for the token); its API takes the cookie the
+    // token became, and a state-changing request only as the page makes it (CSRF).
+    if matches!(path.as_str(), "/" | "/console.js" | "/console.css") {
+        return next.run(request).await;
+    }
+    if path.starts_with("/console/") {
+        if request.method() == axum::http::Method::POST && !crate::console::csrf_safe(headers) {
+            return status(StatusCode::FORBIDDEN);
+        }
+        let open = path == "/console/login" || path == "/console/logout";
+        if !open && !crate::console::logged_in(headers, &app.options.approver_token) {
+            return status(StatusCode::UNAUTHORIZED);
+        }
+        let mut request = request;
+        request.extensions_mut().insert(Caller::Approver);
+        return next.run(request).await;
+    }
     let token = bearer(headers);
     let approver = token.is_some_and(|t| same(t, app.options.approver_token.as_bytes()));
     let approvals = path == "/v1/approvals" || path.starts_with("/v1/approvals/");

@@ -9,6 +9,7 @@
 
 pub mod approve;
 pub mod config;
+pub mod console;
 pub mod elicit;
 pub mod http;
 pub mod hub;
