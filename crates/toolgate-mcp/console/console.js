@@ -174,9 +174,14 @@ async function loadTools() {
   $("#toollist tbody").replaceChildren(...data.tools.map((t) => el("tr", {},
     el("td", {}, t.name), el("td", {}, flags(t.annotations)), el("td", {}, t.category), el("td", {}, t.description))));
   const servers = Object.entries(data.servers || {});
-  $("#servers tbody").replaceChildren(...(servers.length ? servers.map(([name, s]) => el("tr", {},
-    el("td", {}, name), el("td", {}, s.state || Object.keys(s)[0] || "-"), el("td", {}, JSON.stringify(s))))
-    : [el("tr", {}, el("td", { colspan: "3", class: "empty" }, "no upstream servers"))]));
+  const health = data.health || {};
+  const detail = (s) => s.state === "ready" ? `${s.tools} tools${(s.unserved || []).length ? `, ${s.unserved.length} not served` : ""}`
+    : s.state === "failed" ? s.reason : "";
+  $("#servers tbody").replaceChildren(...(servers.length ? servers.map(([name, s]) => el("tr", { "data-server": name },
+    el("td", {}, name), el("td", {}, s.state), el("td", {}, detail(s)),
+    el("td", {}, (health[name] || {}).restarts || 0),
+    el("td", {}, (health[name] || {}).last_error ? `${health[name].last_error} (${health[name].last_error_at})` : "-")))
+    : [el("tr", {}, el("td", { colspan: "5", class: "empty" }, "no upstream servers"))]));
 }
 
 // ---- live ----

@@ -342,7 +342,11 @@ pub async fn tools(State(app): State<Arc<App>>) -> Response {
         })
         .collect();
     let servers = app.gateway.hub.as_ref().map(|h| h.servers()).unwrap_or_default();
-    json_response(StatusCode::OK, &json!({"tools": tools, "servers": servers}))
+    let health = app.gateway.hub.as_ref().map(|h| h.health()).unwrap_or_default();
+    json_response(
+        StatusCode::OK,
+        &json!({"tools": tools, "servers": servers, "health": health}),
+    )
 }
 
 /// `GET /console/api/events`: server-sent events — `approvals` with the whole queue whenever it

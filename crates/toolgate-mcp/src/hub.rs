@@ -35,6 +35,18 @@ pub enum ServerState {
     },
 }
 
+/// A server's history: how often it went down or failed to start (each is followed by a
+/// restart), and the last reason.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct ServerHealth {
+    /// Restarts since toolgate started (a failed start, or a server that exited or hung up).
+    pub restarts: u32,
+    /// Why it last went down, or could not start.
+    pub last_error: Option<String>,
+    /// When (RFC 3339).
+    pub last_error_at: Option<String>,
+}
+
 /// What changed in one server's tools.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct Change {
@@ -57,6 +69,7 @@ type Listener = Box<dyn Fn() + Send + Sync>;
 struct State {
     tools: BTreeMap<String, Vec<Arc<McpTool>>>,
     servers: BTreeMap<String, ServerState>,
+    health: BTreeMap<String, ServerHealth>,
     sessions: Vec<Weak<Session>>,
     listeners: Vec<Listener>,
 }
@@ -102,6 +115,7 @@ impl Hub {
                     .iter()
                     .map(|s| (s.name().to_owned(), ServerState::Starting))
                     .collect(),
+                health: BTreeMap::new(),
                 sessions: Vec::new(),
                 listeners: Vec::new(),
             }),
@@ -138,6 +152,11 @@ impl Hub {
     /// Each server's state.
     pub fn servers(&self) -> BTreeMap<String, ServerState> {
         self.state.lock().unwrap_or_else(|p| p.into_inner()).servers.clone()
+    }
+
+    /// Each server's restarts and last error (servers that never went down are absent).
+    pub fn health(&self) -> BTreeMap<String, ServerHealth> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner()).health.clone()
     }
 
     /// Follows a session, so a changed tool's grants are dropped from it too.
@@ -181,11 +200,15 @@ impl Hub {
     async fn apply_report(&self, report: Report) {
         match report {
             Report::Failed { server, reason } => {
+                let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+                state.note_down(&server, &reason);
+                state.servers.insert(server, ServerState::Failed { reason });
+            }
+            Report::Down { server, reason } => {
                 self.state
                     .lock()
                     .unwrap_or_else(|p| p.into_inner())
-                    .servers
-                    .insert(server, ServerState::Failed { reason });
+                    .note_down(&server, &reason);
             }
             Report::Tools {
                 server,
@@ -261,10 +284,19 @@ impl Hub {
     }
 }
 
+impl State {
+    fn note_down(&mut self, server: &str, reason: &str) {
+        let h = self.health.entry(server.to_owned()).or_default();
+        h.restarts += 1;
+        h.last_error = Some(reason.to_owned());
+        h.last_error_at = Some(toolgate_core::audit::rfc3339(std::time::SystemTime::now()));
+    }
+}
+
 impl Report {
     fn server(&self) -> &str {
         match self {
-            Report::Tools { server, .. } | Report::Failed { server, .. } => server,
+            Report::Tools { server, .. } | Report::Failed { server, .. } | Report::Down { server, .. } => server,
         }
     }
 }

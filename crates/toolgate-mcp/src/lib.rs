@@ -22,7 +22,7 @@ pub mod upstream;
 
 pub use approve::{Queue, Via};
 pub use config::ServerConfig;
-pub use hub::{Hub, ServerState};
+pub use hub::{Hub, ServerHealth, ServerState};
 pub use server::{Extension, Gateway, GatewayHandler, SessionFactory};
 pub use upstream::{Unserved, Upstream};
 

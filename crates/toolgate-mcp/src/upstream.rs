@@ -81,6 +81,13 @@ pub enum Report {
         /// Why, in one line.
         reason: String,
     },
+    /// A connected server went away (it exited or hung up); it is restarted.
+    Down {
+        /// The server.
+        server: String,
+        /// Why, in one line.
+        reason: String,
+    },
 }
 
 /// Where a call's progress goes, and the call's timer to restart.
@@ -451,6 +458,10 @@ impl Upstream {
             }
             let why = format!("it exited or hung up (connection {})", conn.generation);
             self.take_down(&why);
+            let _ = reports.send(Report::Down {
+                server: self.name.clone(),
+                reason: format!("the MCP server `{}` {why}", self.name),
+            });
             tracing::warn!(server = %self.name, "the MCP server {why}; restarting it");
             stop.cancel();
             failures += 1;

@@ -163,7 +163,12 @@ async fn faulty_servers_are_reported_and_the_others_keep_serving() {
     .await;
     let servers = hub.servers();
     assert!(matches!(servers["good"], ServerState::Ready { .. }), "{servers:?}");
+    let health = hub.health();
     for bad in ["garbage", "silent", "missing"] {
+        assert!(
+            health[bad].restarts >= 1 && health[bad].last_error.is_some(),
+            "{bad}: {health:?}"
+        );
         match &servers[bad] {
             ServerState::Failed { reason } => assert!(reason.contains(&format!("`{bad}`")), "{reason}"),
             other => panic!("{bad}: {other:?}"),
@@ -220,6 +225,18 @@ async fn a_server_that_crashes_mid_call_fails_the_call_clearly_and_is_restarted(
         .await
         .expect("restarted within 20 s");
     assert_eq!(content, json!("back"));
+    // The restart and why are on record (the console shows them); the other server has none.
+    let health = hub.health();
+    assert_eq!(health["fx"].restarts, 1, "{health:?}");
+    assert!(
+        health["fx"]
+            .last_error
+            .as_deref()
+            .unwrap()
+            .contains("exited or hung up"),
+        "{health:?}"
+    );
+    assert!(!health.contains_key("other"), "{health:?}");
     hub.shutdown(Duration::from_secs(5)).await;
 }
 
