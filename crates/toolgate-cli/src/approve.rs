@@ -4,7 +4,6 @@
 use crate::ui::Ui;
 use async_trait::async_trait;
 use console::{Term, style};
-use serde_json::Value;
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -15,8 +14,6 @@ const MAX_SHOWN: usize = 2000;
 
 /// The most diff lines shown before a file change is approved.
 const MAX_DIFF_LINES: usize = 200;
-/// Files larger than this are not read for a diff.
-const MAX_DIFF_FILE: u64 = 1 << 20;
 
 /// Asks the person at the terminal.
 #[derive(Clone, Default)]
@@ -52,49 +49,14 @@ impl Approver for TerminalApprover {
 /// A coloured unified diff of what `write_file` or `edit_file` would change, when the file is
 /// inside the workspace and readable.
 pub fn file_diff(workspace: &Path, request: &ApprovalRequest) -> Option<String> {
-    let tool = request.call.name.as_str();
-    if tool != "write_file" && tool != "edit_file" {
-        return None;
-    }
-    let args = request.arguments();
-    let text = |k: &str| args.get(k).and_then(Value::as_str);
-    let rel = text("path")?;
-    let root = std::fs::canonicalize(workspace).ok()?;
-    let full = root.join(rel);
-    // Only files inside the workspace are read for display (the tool itself checks again).
-    let old = match std::fs::canonicalize(&full) {
-        Ok(real) if real.starts_with(&root) => {
-            if std::fs::metadata(&real).ok()?.len() > MAX_DIFF_FILE {
-                return None;
-            }
-            std::fs::read_to_string(&real).ok()?
-        }
-        Ok(_) => return None,
-        Err(_) => String::new(),
-    };
-    let new = match tool {
-        "write_file" => text("content")?.to_owned(),
-        _ => {
-            let (from, to) = (text("old_string")?, text("new_string")?);
-            if from.is_empty() || !old.contains(from) {
-                return None;
-            }
-            if args.get("replace_all").and_then(Value::as_bool) == Some(true) {
-                old.replace(from, to)
-            } else {
-                old.replacen(from, to, 1)
-            }
-        }
-    };
-    let diff = similar::TextDiff::from_lines(&old, &new);
-    let unified = diff
-        .unified_diff()
-        .context_radius(3)
-        .header(&format!("a/{rel}"), &format!("b/{rel}"))
-        .to_string();
+    let plain = toolgate_mcp::console::file_diff(
+        workspace,
+        request.call.name.as_str(),
+        &request.arguments(),
+        MAX_DIFF_LINES,
+    )?;
     let mut out = String::new();
-    let lines: Vec<&str> = unified.lines().collect();
-    for line in lines.iter().take(MAX_DIFF_LINES) {
+    for line in plain.lines() {
         let styled = if line.starts_with("+++") || line.starts_with("---") {
             style(line).bold().to_string()
         } else if line.starts_with('+') {
@@ -104,13 +66,10 @@ pub fn file_diff(workspace: &Path, request: &ApprovalRequest) -> Option<String> 
         } else if line.starts_with("@@") {
             style(line).cyan().to_string()
         } else {
-            (*line).to_owned()
+            line.to_owned()
         };
         out.push_str(&styled);
         out.push('\n');
-    }
-    if lines.len() > MAX_DIFF_LINES {
-        out.push_str(&format!("… {} more diff lines\n", lines.len() - MAX_DIFF_LINES));
     }
     Some(out)
 }

@@ -206,22 +206,27 @@ async fn approvals(app: &App) -> Result<Vec<Value>, String> {
         .await?
         .into_iter()
         .map(|p| {
-            let diff = file_diff(&workspace, &p.request);
+            let tool = p.request.get("tool").and_then(Value::as_str).unwrap_or_default();
+            let diff = p
+                .request
+                .get("arguments")
+                .and_then(|args| file_diff(&workspace, tool, args, 400));
             json!({"id": p.id, "session_id": p.session_id, "request": p.request, "diff": diff})
         })
         .collect())
 }
 
-/// A unified diff of what `write_file` or `edit_file` would change in a file of the workspace.
-fn file_diff(workspace: &std::path::Path, request: &Value) -> Option<String> {
-    let tool = request.get("tool").and_then(Value::as_str)?;
+/// A unified diff of what `write_file` or `edit_file` would do with these arguments to a file of
+/// the workspace (at most `max_lines` lines), when the file is inside it and readable — what an
+/// approver is shown, in the terminal and in the console.
+pub fn file_diff(workspace: &std::path::Path, tool: &str, args: &Value, max_lines: usize) -> Option<String> {
     if tool != "write_file" && tool != "edit_file" {
         return None;
     }
-    let args = request.get("arguments")?;
     let text = |k: &str| args.get(k).and_then(Value::as_str);
     let rel = text("path")?;
     let root = std::fs::canonicalize(workspace).ok()?;
+    // Only files inside the workspace are read for display (the tool itself checks again).
     let old = match std::fs::canonicalize(root.join(rel)) {
         Ok(real) if real.starts_with(&root) && std::fs::metadata(&real).ok()?.len() <= 1 << 20 => {
             std::fs::read_to_string(&real).ok()?
@@ -236,7 +241,11 @@ fn file_diff(workspace: &std::path::Path, request: &Value) -> Option<String> {
             if from.is_empty() || !old.contains(from) {
                 return None;
             }
-            old.replacen(from, to, 1)
+            if args.get("replace_all").and_then(Value::as_bool) == Some(true) {
+                old.replace(from, to)
+            } else {
+                old.replacen(from, to, 1)
+            }
         }
     };
     let diff = similar::TextDiff::from_lines(&old, &new);
@@ -245,7 +254,12 @@ fn file_diff(workspace: &std::path::Path, request: &Value) -> Option<String> {
         .context_radius(3)
         .header(&format!("a/{rel}"), &format!("b/{rel}"))
         .to_string();
-    Some(unified.lines().take(400).collect::<Vec<_>>().join("\n"))
+    let lines: Vec<&str> = unified.lines().collect();
+    let mut out = lines.iter().take(max_lines).copied().collect::<Vec<_>>().join("\n");
+    if lines.len() > max_lines {
+        out.push_str(&format!("\n… {} more diff lines", lines.len() - max_lines));
+    }
+    Some(out)
 }
 
 /// `GET /console/api/approvals`.
