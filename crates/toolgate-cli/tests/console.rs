@@ -220,4 +220,44 @@ async fn the_event_stream_pushes_an_ask_and_its_answer_from_elsewhere() {
     })
     .await;
     assert!(rows.as_array().unwrap().iter().any(|r| r["tool"] == "write_file"));
+
+    // The calls page's search: by tool, principal, outcome and time range; one call's record.
+    let search = |query: String| {
+        let cookie = cookie.clone();
+        let addr = addr.clone();
+        async move {
+            let v: Value = http()
+                .get(format!("http://{addr}/console/api/calls?{query}"))
+                .header("Cookie", &cookie)
+                .send()
+                .await
+                .unwrap()
+                .json()
+                .await
+                .unwrap();
+            v["rows"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|r| r["call_id"].as_str().unwrap().to_owned())
+                .collect::<Vec<_>>()
+        }
+    };
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis();
+    assert_eq!(search("tool=write_file&principal=rest".into()).await, ["w1"]);
+    assert_eq!(
+        search("tool=write_file&principal=someone-else".into()).await,
+        Vec::<String>::new()
+    );
+    assert_eq!(search("outcome=success&tool=write_file".into()).await, ["w1"]);
+    assert_eq!(search("outcome=timeout".into()).await, Vec::<String>::new());
+    assert_eq!(search(format!("since_ms={}", now - 600_000)).await, ["w1"]);
+    assert_eq!(
+        search(format!("until_ms={}", now - 600_000)).await,
+        Vec::<String>::new()
+    );
+    assert_eq!(search("session=rest/s&call=w1".into()).await, ["w1"]);
 }
