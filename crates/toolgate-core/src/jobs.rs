@@ -58,7 +58,8 @@ pub struct JobLimits {
     pub global: usize,
     /// Bytes of output kept per job (the last ones).
     pub output_bytes: usize,
-    /// Finished jobs remembered per session (the oldest are forgotten first).
+    /// Finished jobs remembered per session (the oldest are forgotten first), and eight times as
+    /// many in all.
     pub finished_kept: usize,
 }
 
@@ -381,11 +382,19 @@ impl JobRegistry {
         });
         let mut jobs = self.lock();
         jobs.push(job.clone());
-        // Finished jobs beyond what is remembered are forgotten, oldest first.
+        // Finished jobs beyond what is remembered are forgotten, oldest first: per session, and
+        // in all (a gateway sees many sessions, and a job keeps up to its output buffer).
         let finished = jobs.iter().filter(|j| &j.session == session && !j.running()).count();
         let mut excess = finished.saturating_sub(self.limits.finished_kept);
         jobs.retain(|j| {
             let forget = excess > 0 && &j.session == session && !j.running();
+            excess -= usize::from(forget);
+            !forget
+        });
+        let finished = jobs.iter().filter(|j| !j.running()).count();
+        let mut excess = finished.saturating_sub(self.limits.finished_kept * 8);
+        jobs.retain(|j| {
+            let forget = excess > 0 && !j.running();
             excess -= usize::from(forget);
             !forget
         });
@@ -559,6 +568,40 @@ mod tests {
         start(&r, "s").expect("a finished job frees its place");
         // Another session's job is not found.
         assert!(r.get(&SessionId::new("other"), &b.id).is_none());
+    }
+
+    #[test]
+    fn finished_jobs_are_forgotten_oldest_first_per_session_and_in_all() {
+        let r = registry(100, 100, 8); // finished_kept 2: 2 per session, 16 in all
+        let end = |j: &Arc<Job>| {
+            j.finish(JobEnd {
+                state: JobState::Succeeded,
+                result: json!({}),
+                error_type: None,
+            })
+        };
+        let first = start(&r, "s").unwrap();
+        end(&first);
+        for _ in 0..3 {
+            end(&start(&r, "s").unwrap());
+        }
+        let kept = r.list(&SessionId::new("s"));
+        assert!(
+            kept.len() <= 3 && !kept.iter().any(|j| j.id == first.id),
+            "the oldest went first"
+        );
+        for i in 0..40 {
+            end(&start(&r, &format!("other{i}")).unwrap());
+        }
+        assert!(r.lock().len() <= 17, "{} jobs kept in all", r.lock().len());
+        let running = start(&r, "s").unwrap();
+        for i in 0..40 {
+            end(&start(&r, &format!("more{i}")).unwrap());
+        }
+        assert!(
+            r.get(&SessionId::new("s"), &running.id).is_some(),
+            "a running job is never forgotten"
+        );
     }
 
     #[test]

@@ -75,6 +75,8 @@ impl Engine {
             timeout: limit,
             jobs: Jobs::new(self.jobs.clone(), session.id.clone()).running_as(job.clone()),
         };
+        f.waiting = f.queued.elapsed();
+        f.ran = true;
         let mut row = self.row(session, turn, f, "started");
         let work = JobWork {
             tool: entry.tool().clone(),
@@ -85,8 +87,6 @@ impl Engine {
             redact: spec.secrets.results,
         };
         let task_job = job.clone();
-        f.waiting = f.queued.elapsed();
-        f.ran = true;
         tokio::spawn(async move {
             // A kill of the job fires the tool's token, and the tool stops what it started (the
             // shell kills its process tree) before the job counts as ended; only a tool that has
