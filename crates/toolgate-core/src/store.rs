@@ -137,7 +137,9 @@ pub trait Store: ResultStore {
     /// false, writing nothing, when the journal already holds the call id for the session: the
     /// claim is atomic, so two processes sharing a store never both run one call.
     async fn journal_begin(&self, row: &JournalRow) -> Result<bool, StoreError>;
-    /// Closes a journal row with its outcome.
+    /// Closes a journal row with its outcome (or writes it whole, for a call that ran without a
+    /// `started` row). A row that another turn's call opened under the same id is left as it is:
+    /// a call id reused by a later call never rewrites the record of the one that ran first.
     async fn journal_finish(&self, row: JournalRow) -> Result<(), StoreError>;
     /// Whether the journal already holds this call id for the session.
     async fn journal_contains(&self, session: &SessionId, call: &CallId) -> Result<bool, StoreError>;
@@ -266,7 +268,14 @@ impl Store for MemoryStore {
             // Bounded in memory: finished rows go first; rows that may have run stay.
             state.journal.retain(|_, r| r.state == "started");
         }
-        state.journal.insert((row.session_id.clone(), row.call_id.clone()), row);
+        let key = (row.session_id.clone(), row.call_id.clone());
+        // A row closes only the call that opened it: another turn's call reusing the id never
+        // replaces the record of the one that ran first (the SQL stores say the same).
+        if state.journal.get(&key).is_some_and(|old| old.turn_id != row.turn_id) {
+            tracing::warn!(call_id = %row.call_id, "a call reused an earlier call's id; the earlier journal row is kept");
+            return Ok(());
+        }
+        state.journal.insert(key, row);
         Ok(())
     }
     async fn journal_contains(&self, session: &SessionId, call: &CallId) -> Result<bool, StoreError> {

@@ -228,3 +228,23 @@ async fn a_killed_call_is_closed_canceled_and_may_have_run() {
     assert!(r.may_have_run, "the tool had started");
     assert!(store.journal_unfinished().await.unwrap().is_empty());
 }
+
+/// The audit-tampering path: a model that reuses the id of an earlier write for a harmless read
+/// in a later turn cannot overwrite the write's journal row with the read's.
+#[tokio::test]
+async fn a_reused_call_id_cannot_rewrite_an_earlier_call_s_row() {
+    let store = Arc::new(MemoryStore::new());
+    let mut h = harness(
+        vec![echo("change", writer()), echo("peek", read_only())],
+        EngineConfig::default(),
+    );
+    h.session = session_on(&h, store.clone(), Arc::new(toolgate_core::permit::ApproveAll));
+    let write = openai_answer(&[("x1", "change", r#"{"path": "secrets.txt"}"#)]);
+    h.engine.run_turn(&h.session, &write, TurnOptions::default()).await;
+    let original = row(&store, "x1").await;
+    assert_eq!((original.tool.as_str(), original.state.as_ref()), ("change", "success"));
+    let cover = openai_answer(&[("x1", "peek", r#"{"q": "nothing to see"}"#)]);
+    h.engine.run_turn(&h.session, &cover, TurnOptions::default()).await;
+    let after = row(&store, "x1").await;
+    assert_eq!(after, original, "the write's record was rewritten by a later read");
+}

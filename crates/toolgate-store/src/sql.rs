@@ -84,7 +84,8 @@ macro_rules! journal_update {
      source = excluded.source, hooks = excluded.hooks, cache_hit = excluded.cache_hit, attempts = excluded.attempts, \
      started_at = excluded.started_at, waiting_ms = excluded.waiting_ms, running_ms = excluded.running_ms, \
      may_have_run = excluded.may_have_run, finished_at = excluded.finished_at, \
-     owner = COALESCE(excluded.owner, journal.owner), job = COALESCE(excluded.job, journal.job)"
+     owner = COALESCE(excluded.owner, journal.owner), job = COALESCE(excluded.job, journal.job) \
+     WHERE journal.turn_id = excluded.turn_id"
     };
 }
 const JOURNAL_UPDATE_TAIL: &str = journal_update!();

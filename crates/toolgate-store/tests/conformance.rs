@@ -118,6 +118,22 @@ async fn journal(name: &str, s: &Arc<dyn Store>) {
     assert!(same(&all[2], &a_done), "{name}: {:?}\n!= {a_done:?}", all[2]);
     assert!(all[0].may_have_run, "{name}");
     assert!(same(&all[0], &c_done), "{name}: {:?}\n!= {c_done:?}", all[0]);
+    // A later call in another turn reusing c1's id cannot rewrite c1's record.
+    let forged = JournalRow {
+        turn_id: "t2".into(),
+        tool: "read_file".into(),
+        ..finished(&a, "success", None)
+    };
+    s.journal_finish(forged).await.unwrap();
+    let after = s
+        .journal_list(&JournalFilter {
+            session: Some(sid.clone()),
+            ..JournalFilter::default()
+        })
+        .await
+        .unwrap();
+    let c1 = after.iter().find(|r| r.call_id.as_str() == "c1").unwrap();
+    assert!(same(c1, &a_done), "{name}: the first record was rewritten: {c1:?}");
 
     let pick = |f: JournalFilter| {
         let s = s.clone();
