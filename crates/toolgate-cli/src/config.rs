@@ -301,17 +301,22 @@ pub fn load(explicit: Option<&Path>, workspace: &Path, subject_of: SubjectOf<'_>
         Some(workspace.join(crate::trust::PROJECT_FILE)),
         explicit.map(Path::to_path_buf),
     ];
-    let servers: Vec<String> = candidates
+    let tables: Vec<toml::Table> = candidates
         .iter()
         .flatten()
         .filter_map(|p| std::fs::read_to_string(p).ok())
         .filter_map(|t| t.parse::<toml::Table>().ok())
         .filter_map(|t| t.get("mcp_servers").and_then(toml::Value::as_table).cloned())
-        .flat_map(|t| t.keys().cloned().collect::<Vec<_>>())
         .collect();
+    let servers: Vec<String> = tables.iter().flat_map(|t| t.keys().cloned()).collect();
+    let unprefixed = tables
+        .iter()
+        .flat_map(|t| t.values())
+        .any(|s| s.get("unprefixed").and_then(toml::Value::as_bool) == Some(true));
     let known = Known {
         subject_of,
         servers: &servers,
+        unprefixed,
         deferred: std::cell::RefCell::new(Vec::new()),
     };
     let known = &known;
@@ -380,12 +385,22 @@ pub fn mcp_servers(
     timeout: std::time::Duration,
 ) -> Result<Vec<toolgate_mcp::Upstream>> {
     let mut servers = Vec::new();
+    let enabled = config
+        .mcp_servers
+        .values()
+        .filter(|v| v.get("enabled").and_then(toml::Value::as_bool) != Some(false))
+        .count();
     for (name, value) in &config.mcp_servers {
         let entry: toolgate_mcp::ServerConfig = value.clone().try_into().map_err(|e: toml::de::Error| {
             anyhow!("invalid configuration: mcp_servers.{name}: {}", one_line(e.message()))
         })?;
         if !entry.enabled {
             continue;
+        }
+        if entry.unprefixed && enabled > 1 {
+            bail!(
+                "invalid configuration: mcp_servers.{name}: unprefixed serves a server's tools under their own names, which only the one MCP server of a gateway may do ({enabled} are enabled)"
+            );
         }
         let server = toolgate_mcp::Upstream::new(name, entry, workspace.to_path_buf(), timeout)
             .map_err(|e| anyhow!("invalid configuration: {e}"))?;
@@ -432,6 +447,9 @@ pub struct Known<'a> {
     pub subject_of: SubjectOf<'a>,
     /// Configured MCP servers, whose tools are `SERVER__tool`.
     pub servers: &'a [String],
+    /// A server serves its tools under their own names: any name may be one of them (checked
+    /// only against the server once it has connected).
+    pub unprefixed: bool,
     /// Rules naming a configured server's tool, with where they are written.
     pub deferred: std::cell::RefCell<Vec<(String, String)>>,
 }
@@ -445,6 +463,10 @@ impl Known<'_> {
             .copied()
             .filter(|n| (self.subject_of)(n).is_some())
             .collect();
+        if self.unprefixed {
+            toolgate_core::rules::Rule::parse(name)?;
+            return Ok(());
+        }
         if name.contains(['*', '?', '[']) {
             let glob = toolgate_core::rules::Rule::parse(name)?;
             let fits_server = self.servers.iter().any(|s| glob.names_tool(&format!("{s}__x")));
@@ -699,6 +721,7 @@ mod tests {
         let known = Known {
             subject_of: &|_| None,
             servers: &[],
+            unprefixed: false,
             deferred: std::cell::RefCell::new(Vec::new()),
         };
         let err = read_file(&path, &known).unwrap_err().to_string();

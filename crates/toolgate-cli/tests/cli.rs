@@ -582,3 +582,37 @@ fn a_rule_naming_a_tool_its_connected_server_lacks_is_an_error() {
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(json_out(&out)["decision"], "allow");
 }
+
+#[test]
+fn unprefixed_is_for_the_one_mcp_server_and_its_tools_may_be_named_in_rules() {
+    let ws = workspace();
+    let config = ws.path().with_extension("toml");
+    std::fs::write(
+        &config,
+        "[mcp_servers.a]\ncommand = \"/nonexistent/a\"\nunprefixed = true\n[mcp_servers.b]\ncommand = \"/nonexistent/b\"\n",
+    )
+    .unwrap();
+    let out = toolgate(ws.path())
+        .arg("--config")
+        .arg(&config)
+        .args(["--store", "memory", "check", "read_file", r#"{"path": "hello.txt"}"#])
+        .output()
+        .unwrap();
+    assert_usage_error(
+        &out,
+        "mcp_servers.a: unprefixed serves a server's tools under their own names",
+    );
+    // One server: a rule may name its tools as they are served (checked when it connects).
+    std::fs::write(
+        &config,
+        "[permissions]\nallow = [\"search(*)\"]\n[mcp_servers.a]\ncommand = \"/nonexistent/a\"\nunprefixed = true\nstartup_timeout_secs = 1\n",
+    )
+    .unwrap();
+    let out = toolgate(ws.path())
+        .arg("--config")
+        .arg(&config)
+        .args(["--store", "memory", "check", "read_file", r#"{"path": "hello.txt"}"#])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+}

@@ -46,6 +46,10 @@ pub struct ServerConfig {
     /// Set false to keep the entry without starting the server.
     #[serde(default = "yes")]
     pub enabled: bool,
+    /// Serve its tools under their own names, not `SERVER__tool` (only for the one MCP server
+    /// of a gateway; a tool named like a built-in one replaces it).
+    #[serde(default)]
+    pub unprefixed: bool,
 }
 
 fn yes() -> bool {

@@ -274,6 +274,15 @@ impl Hub {
         let state = self.state.lock().unwrap_or_else(|p| p.into_inner());
         for tools in state.tools.values() {
             for tool in tools {
+                // Only an unprefixed server's tool can take a built-in's name: the declared
+                // order (built-in < MCP) gives it the name, visibly.
+                if self.base.iter().any(|b| b.name() == tool.name()) {
+                    tracing::warn!(
+                        server = %tool.server(),
+                        tool = %tool.name(),
+                        "the unprefixed MCP server's tool replaces the built-in tool of the same name"
+                    );
+                }
                 registry.register(tool.clone());
             }
         }

@@ -72,7 +72,7 @@ impl ToolDef {
     }
 }
 
-/// An upstream tool, registered as `SERVER__tool`.
+/// An upstream tool, registered as `SERVER__tool` (or unprefixed).
 #[derive(Debug)]
 pub struct McpTool {
     name: String,
@@ -82,7 +82,9 @@ pub struct McpTool {
 }
 
 impl McpTool {
-    pub(crate) fn new(server: &str, def: ToolDef, trusted: bool, link: Arc<Link>) -> Self {
+    /// A tool registered as `name` (`SERVER__tool`, or the tool's own name for an unprefixed
+    /// server).
+    pub(crate) fn new(name: &str, def: ToolDef, trusted: bool, link: Arc<Link>) -> Self {
         let mut spec = ToolSpec::with_annotations(def.annotations(trusted));
         // With `timeout_resets_on_progress` the tool keeps its own, resettable timer; the
         // engine's is then the ceiling.
@@ -95,7 +97,7 @@ impl McpTool {
             spec.deadline = Some(link.max_total);
         }
         Self {
-            name: format!("{server}__{}", def.name),
+            name: name.to_owned(),
             def,
             spec,
             link,

@@ -378,6 +378,16 @@ impl Upstream {
         })
     }
 
+    /// The name a tool of this server is registered under: `SERVER__tool`, or the tool's own
+    /// name for a server configured `unprefixed`.
+    pub fn registered_name(&self, tool: &str) -> String {
+        if self.config.unprefixed {
+            tool.to_owned()
+        } else {
+            format!("{}__{tool}", self.name)
+        }
+    }
+
     /// The server's name.
     pub fn name(&self) -> &str {
         &self.name
@@ -497,13 +507,13 @@ impl Upstream {
             if let Err(problem) = servable(&self.name, &mut def) {
                 tracing::warn!(server = %self.name, tool = %def.name, "the tool is not served: {problem}");
                 unserved.push(Unserved {
-                    tool: format!("{}__{}", self.name, def.name),
+                    tool: self.registered_name(&def.name),
                     problem,
                 });
                 continue;
             }
             out.push(Arc::new(McpTool::new(
-                &self.name,
+                &self.registered_name(&def.name),
                 def,
                 self.config.trust_annotations,
                 self.link.clone(),

@@ -374,3 +374,19 @@ async fn tools_with_schemas_that_do_not_compile_are_normalised_or_reported() {
     assert!(ok, "{content}");
     hub.shutdown(Duration::from_secs(5)).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unprefixed_server_s_tools_keep_their_own_names() {
+    let (engine, _) = engine(EngineConfig::default());
+    let mut config = stdio("normal");
+    config.unprefixed = true;
+    let hub = hub(&engine, vec![("fx", config)], Arc::new(MemoryStore::new())).await;
+    let registry = engine.registry();
+    assert!(registry.registered("echo").is_some(), "served as echo");
+    assert!(registry.registered("fx__echo").is_none(), "not as fx__echo");
+    let session = yolo(&engine);
+    let (ok, content) = call(&engine, &session, "echo", json!({"text": "plain"})).await;
+    assert!(ok, "{content}");
+    assert_eq!(content, json!("plain"));
+    hub.shutdown(Duration::from_secs(5)).await;
+}
