@@ -493,11 +493,12 @@ impl Walker {
 }
 
 /// A whole line parsed, or `None` when it cannot be. The parser panics on some input (a
-/// redirection's descriptor number too large for an `i32`, found by fuzzing): such a line is
-/// refused before it reaches the parser, and any other panic is caught, so hostile text is
-/// unparseable, never a crash.
+/// redirection's descriptor number too large for an `i32`) and allocates without end on other
+/// input (a here-document tag holding a control character, such as `<<\x0c\t`: it pushes empty
+/// bodies until memory runs out), both found by fuzzing: such lines are refused before they reach
+/// the parser, and any other panic is caught, so hostile text is unparseable, never a crash.
 fn parse_program(text: &str, options: &ParserOptions) -> Option<brush_parser::ast::Program> {
-    if oversized_descriptor(text) {
+    if oversized_descriptor(text) || control_in_here_tag(text) {
         return None;
     }
     std::panic::catch_unwind(|| brush_parser::Parser::new(text.as_bytes(), options).parse_program())
@@ -518,6 +519,46 @@ fn oversized_descriptor(text: &str) -> bool {
             }
             run = 0;
         }
+    }
+    false
+}
+
+/// A here-document (`<<`, `<<-`, not a here-string `<<<`) whose tag holds a control character
+/// other than a tab or newline, or that ends in one: no tag a person writes, and text the parser
+/// cannot end on.
+fn control_in_here_tag(text: &str) -> bool {
+    let bytes = text.as_bytes();
+    let mut i = 0;
+    while i + 1 < bytes.len() {
+        if bytes[i] != b'<' || bytes[i + 1] != b'<' {
+            i += 1;
+            continue;
+        }
+        let mut j = i + 2;
+        if bytes.get(j) == Some(&b'<') {
+            // A here-string: skip all of its angle brackets.
+            while bytes.get(j) == Some(&b'<') {
+                j += 1;
+            }
+            i = j;
+            continue;
+        }
+        if bytes.get(j) == Some(&b'-') {
+            j += 1;
+        }
+        while matches!(bytes.get(j), Some(b' ' | b'\t')) {
+            j += 1;
+        }
+        while let Some(&b) = bytes.get(j) {
+            if b == b'\n' || b == b' ' || b == b'\t' {
+                break;
+            }
+            if b.is_ascii_control() {
+                return true;
+            }
+            j += 1;
+        }
+        i = j.max(i + 2);
     }
     false
 }

@@ -185,3 +185,34 @@ fn text_that_panics_the_parser_is_unparseable_not_a_crash() {
     }
     assert_eq!(analyze("ls 2>&1").opaque, None);
 }
+
+/// Fuzzing found lines that make the parser allocate until memory runs out (a here-document tag
+/// holding a control character): they are unparseable, refused before the parser, and ordinary
+/// here-documents still parse.
+#[test]
+fn a_here_tag_with_a_control_character_is_unparseable_and_never_reaches_the_parser() {
+    for line in [
+        "<<\x0c\t",
+        "cat <<\x0c\t",
+        "cat <<\x0c ",
+        "cat <<\r\t",
+        "cat <<-EOF\x0b ",
+        "x <<a\x01b",
+    ] {
+        let a = analyze(line);
+        assert!(a.opaque.is_some(), "{line:?} was read as {:?}", a.programs);
+    }
+    for line in [
+        "cat <<EOF\nhi\nEOF",
+        "cat <<-'END'\n\tx\nEND",
+        "cat <<< \"\x0c\"",
+        "grep x <<<$'\\f'",
+    ] {
+        let a = analyze(line);
+        assert!(
+            a.programs.iter().any(|p| p.name() == "cat" || p.name() == "grep"),
+            "{line:?}: {:?}",
+            a.opaque
+        );
+    }
+}
