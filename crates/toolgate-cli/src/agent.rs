@@ -235,11 +235,12 @@ fn spawn_interrupts(
                 eprintln!();
                 std::process::exit(130);
             }
-            session.kill();
+            // Said before the kill, so the line comes before the run's end that the kill causes.
             ui.line(&format!(
                 "{} stopping: running calls are killed (Ctrl-C again to exit)",
                 style("■").yellow()
             ));
+            session.kill();
         }
     });
 }
