@@ -4,6 +4,7 @@
 #   - its server scenarios required by the 2025-11-25 revision, over streamable HTTP, against
 #     the gateway serving the suite's fixture tools, prompts and resources (the example
 #     `conformance_server`: toolgate's router and pipeline, test fixtures only);
+#   - the tasks extension's server scenarios against the same server;
 #   - its client scenarios initialize, tools_call and sse-retry against toolgate's MCP client
 #     (the example `conformance_client`, given each scenario's URL).
 # Installs the suite into .cache/ (idempotent), writes the results under target/conformance/,
@@ -44,6 +45,25 @@ if ! conformance server --url "$url" --requirements 2025-11-25 -o "$out/server" 
   status=1
 fi
 sed -n '/=== SUMMARY ===/,$p' "$out/server.log"
+
+# The tasks extension (SEP-2663): its scenarios against the same server (the fixture tools greet,
+# slow_compute, failing_job and protocol_error_job run through the gateway's pipeline and task
+# store). Left out: tasks-mrtr-input, tasks-mrtr-composition and tasks-dispatch-and-envelope,
+# whose fixtures (confirm_delete, multi_input, test_tool_with_task) are tools that ask the client
+# for input inside a running task; toolgate asks its approvals before a task starts, and does
+# not park a running task on client input (tasks/update answers -32602).
+echo "== tasks extension scenarios against $url"
+for scenario in tasks-lifecycle tasks-capability-negotiation tasks-wire-fields tasks-request-state-removal \
+  tasks-required-task-error tasks-request-headers tasks-status-notifications; do
+  if conformance server --url "$url" --scenario "$scenario" -o "$out/tasks" > "$out/tasks-$scenario.log" 2>&1 \
+    && grep -qE '^Passed: [0-9]+/[0-9]+, 0 failed' "$out/tasks-$scenario.log"; then
+    echo "✓ $scenario: $(grep -E '^Passed:' "$out/tasks-$scenario.log" | tail -1)"
+  else
+    status=1
+    echo "✗ $scenario"
+    tail -20 "$out/tasks-$scenario.log"
+  fi
+done
 kill "$server_pid" 2>/dev/null || true
 
 echo "== client scenarios against toolgate's MCP client"

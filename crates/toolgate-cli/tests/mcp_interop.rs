@@ -12,19 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 mod common;
-use common::{Guard, xdg_dir};
-
-fn peer(var: &str) -> Option<PathBuf> {
-    let found = std::env::var_os(var).map(PathBuf::from).filter(|p| p.exists());
-    if found.is_none() {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "{var} is not set: run scripts/peers.sh (scripts/test does)"
-        );
-        eprintln!("skipped: {var} is not set (scripts/peers.sh installs the MCP peers)");
-    }
-    found
-}
+use common::{Guard, peer, xdg_dir};
 
 fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")

@@ -91,6 +91,9 @@ pub struct ToolSettings {
     /// `ask` (default), `deny` or `allow`: a call of an open-world tool whose arguments carry a
     /// secret.
     pub secret_arguments: Option<crate::tool::SecretArguments>,
+    /// `forbidden`, `optional` or `required`: whether an MCP client that declared the tasks
+    /// extension gets a task for a call of this tool.
+    pub task: Option<crate::tool::TaskSupport>,
 }
 
 impl ToolSettings {
@@ -113,6 +116,9 @@ impl ToolSettings {
         }
         if let Some(a) = self.secret_arguments {
             spec.secrets.arguments = a;
+        }
+        if let Some(t) = self.task {
+            spec.task = t;
         }
     }
 }

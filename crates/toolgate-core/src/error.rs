@@ -44,6 +44,10 @@ impl ErrorKind {
     }
 }
 
+/// The message of the result a call gets when its tool panicked: the one failure that is the
+/// engine's and not the tool's (an MCP task reports it as `failed`, not as a tool error).
+pub const TOOL_CRASHED: &str = "The tool crashed while running this call.";
+
 /// One refusal or failure, as the model sees it:
 /// `{"error": {"type": kind, "message": …, …details}}`.
 #[derive(Clone, Debug, PartialEq)]

@@ -174,6 +174,24 @@ pub struct ToolSpec {
     /// `background`); a tool of category `background` always does.
     #[serde(default)]
     pub background_argument: Option<String>,
+    /// Whether an MCP client that declared the tasks extension gets a task for a call of this
+    /// tool (`[tools.NAME] task`).
+    #[serde(default)]
+    pub task: TaskSupport,
+}
+
+/// Whether a call may run as an MCP task (the `io.modelcontextprotocol/tasks` extension): the
+/// call returns a task at once and the client polls `tasks/get` for its result.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TaskSupport {
+    /// Always answered in the call's own response.
+    #[default]
+    Forbidden,
+    /// A task for a client that declared the extension, a plain answer for any other.
+    Optional,
+    /// Only as a task: a client that did not declare the extension is refused (-32021).
+    Required,
 }
 
 /// Secret scanning of one tool (`[tools.NAME] redact_results`, `secret_arguments`).

@@ -24,7 +24,7 @@ use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::Duration;
 use toolgate_core::ToolError;
 use toolgate_core::store::{MemoryStore, Store};
-use toolgate_core::tool::{Annotations, Progress, Tool, ToolContext, ToolOutput, ToolSpec};
+use toolgate_core::tool::{Annotations, Progress, TaskSupport, Tool, ToolContext, ToolOutput, ToolSpec};
 use toolgate_core::{Engine, EngineConfig, Registry, SessionOptions};
 use toolgate_mcp::http::HttpOptions;
 use toolgate_mcp::metrics::Metrics;
@@ -56,6 +56,11 @@ enum Kind {
     ElicitationDefaults,
     ElicitationEnums,
     JsonSchema,
+    // The tasks extension's fixtures (SEP-2663 scenarios).
+    Greet,
+    SlowCompute,
+    FailingJob,
+    ProtocolErrorJob,
 }
 
 struct Fixture {
@@ -243,6 +248,22 @@ impl Fixture {
                 ))
             }
             Kind::JsonSchema => ToolOutput::text(format!("Received: {args}")),
+            Kind::Greet => ToolOutput::text(format!("Hello, {}!", args["name"].as_str().unwrap_or("world"))),
+            Kind::SlowCompute => {
+                let seconds = args["seconds"].as_f64().unwrap_or(0.0).clamp(0.0, 600.0);
+                tokio::time::sleep(Duration::from_secs_f64(seconds)).await;
+                ToolOutput::text(format!(
+                    "computed {} after {seconds} s",
+                    args["label"].as_str().unwrap_or("a result")
+                ))
+            }
+            Kind::FailingJob => {
+                wait(1000).await;
+                return Err(ToolError::failed("the job failed"));
+            }
+            // A crash of the server's own code: the task reports it as failed.
+            #[allow(clippy::panic)]
+            Kind::ProtocolErrorJob => panic!("protocol_error_job crashes by design"),
         })
     }
 }
@@ -527,6 +548,52 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             parameters,
             // Read-only: the default policy allows them without an ask.
             spec: ToolSpec::with_annotations(Annotations::READ_ONLY),
+            gateway: gateway_ref.clone(),
+            level: level.clone(),
+        }));
+    }
+    let slow_args = json!({"type": "object", "properties": {
+        "seconds": {"type": "number", "minimum": 0}, "label": {"type": "string"}}});
+    let task_tools: [(&str, &str, Kind, Value, TaskSupport); 4] = [
+        (
+            "greet",
+            "Says hello",
+            Kind::Greet,
+            string_arg("name", "Who to greet"),
+            TaskSupport::Forbidden,
+        ),
+        (
+            "slow_compute",
+            "Sleeps, then answers",
+            Kind::SlowCompute,
+            slow_args,
+            TaskSupport::Optional,
+        ),
+        (
+            "failing_job",
+            "Fails after a second",
+            Kind::FailingJob,
+            no_args(),
+            TaskSupport::Required,
+        ),
+        (
+            "protocol_error_job",
+            "Crashes",
+            Kind::ProtocolErrorJob,
+            no_args(),
+            TaskSupport::Optional,
+        ),
+    ];
+    for (name, description, kind, parameters, task) in task_tools {
+        registry.register(Arc::new(Fixture {
+            name,
+            description,
+            kind,
+            parameters,
+            spec: ToolSpec {
+                task,
+                ..ToolSpec::with_annotations(Annotations::READ_ONLY)
+            },
             gateway: gateway_ref.clone(),
             level: level.clone(),
         }));

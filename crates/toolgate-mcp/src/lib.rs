@@ -16,6 +16,7 @@ pub mod hub;
 pub mod metrics;
 pub mod server;
 pub mod sessions;
+pub mod tasks;
 pub mod tool;
 pub mod trace;
 pub mod upstream;

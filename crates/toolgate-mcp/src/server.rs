@@ -5,17 +5,20 @@
 use crate::approve::{Queue, QueueApprover, Via};
 use crate::elicit::{self, ElicitApprover};
 use crate::hub::Hub;
+use crate::tasks::{self, Tasks};
 use async_trait::async_trait;
 // Logging (`logging/setLevel`) is deprecated by the draft revision, not by 2025-11-25, which the
 // gateway serves.
 #[allow(deprecated)]
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, CompleteRequestParams, CompleteResult, ContentBlock,
-    GetPromptRequestMethod, GetPromptRequestParams, GetPromptResponse, GetPromptResult, Implementation,
+    CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, ClientCapabilities,
+    CompleteRequestParams, CompleteResult, ContentBlock, CreateTaskResult, GetPromptRequestMethod,
+    GetPromptRequestParams, GetPromptResponse, GetPromptResult, GetTaskParams, GetTaskResult, Implementation,
     InitializeResult, ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult, ListToolsResult,
     PaginatedRequestParams, ProgressNotificationParam, ReadResourceRequestMethod, ReadResourceRequestParams,
     ReadResourceResponse, ReadResourceResult, ServerCapabilities, SetLevelRequestMethod, SetLevelRequestParams,
     SubscribeRequestMethod, SubscribeRequestParams, UnsubscribeRequestMethod, UnsubscribeRequestParams,
+    UpdateTaskParams,
 };
 use rmcp::service::{Peer, RequestContext, RoleServer};
 use rmcp::{ErrorData as McpError, ServerHandler};
@@ -25,7 +28,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use tokio_util::sync::CancellationToken;
 use toolgate_core::permit::DenyAll;
 use toolgate_core::rules::Layer;
-use toolgate_core::tool::ProgressSink;
+use toolgate_core::tool::{ProgressSink, TaskSupport};
 use toolgate_core::{Answer, Engine, Format, Outcome, Session, SessionOptions, TurnOptions};
 
 /// What a gateway serves besides its governed tools: prompts, resources, completion, log
@@ -134,6 +137,8 @@ pub struct Gateway {
     live: Mutex<Vec<std::sync::Weak<Session>>>,
     /// Rules of each principal, before every other layer.
     principal_rules: OnceLock<HashMap<String, Layer>>,
+    /// MCP tasks, in the sessions' store (made on first use).
+    tasks: OnceLock<Arc<Tasks>>,
 }
 
 /// A principal's session id: `NAME/ID`.
@@ -175,6 +180,7 @@ impl Gateway {
             extension: OnceLock::new(),
             live: Mutex::new(Vec::new()),
             principal_rules: OnceLock::new(),
+            tasks: OnceLock::new(),
         });
         if let Some(hub) = hub {
             let weak = Arc::downgrade(&gateway);
@@ -185,6 +191,17 @@ impl Gateway {
             });
         }
         gateway
+    }
+
+    /// The MCP tasks, kept in the store the sessions use (so every replica sharing it answers
+    /// for them), or in memory when the sessions have none.
+    pub fn tasks(&self) -> &Arc<Tasks> {
+        self.tasks.get_or_init(|| {
+            let store = (self.sessions)()
+                .store
+                .unwrap_or_else(|| Arc::new(toolgate_core::store::MemoryStore::new()));
+            Arc::new(Tasks::new(store))
+        })
     }
 
     /// What it serves besides tools: the one set, else nothing (the trait's defaults).
@@ -310,8 +327,11 @@ impl Gateway {
                 s.kill();
             }
         }
-        // Background jobs outlive the request that started them, not the gateway.
+        // Background jobs and MCP tasks outlive the request that started them, not the gateway.
         self.engine.jobs().kill_all();
+        if let Some(tasks) = self.tasks.get() {
+            tasks.cancel_all();
+        }
     }
 
     /// A handler for one client session.
@@ -328,6 +348,7 @@ impl Gateway {
         let mut capabilities = ServerCapabilities::builder()
             .enable_tools()
             .enable_tool_list_changed()
+            .enable_tasks()
             .build();
         self.extension().capabilities(&mut capabilities);
         InitializeResult::new(capabilities).with_server_info(Implementation::new("toolgate", env!("CARGO_PKG_VERSION")))
@@ -537,6 +558,20 @@ impl GatewayHandler {
                 None,
             ));
         }
+        // A task for a task-supporting tool when the client declared the tasks extension (for
+        // its session or this request); a tool that runs only as a task refuses other clients.
+        let support = g
+            .engine
+            .registry()
+            .get(&request.name)
+            .map_or(TaskSupport::Forbidden, |t| t.spec().task);
+        let declared = context.client_capabilities().is_some_and(|c| c.supports_tasks());
+        if support == TaskSupport::Required && !declared {
+            return Err(McpError::missing_required_client_capability(
+                ClientCapabilities::builder().enable_tasks().build(),
+            ));
+        }
+        let as_task = declared && support != TaskSupport::Forbidden;
         let stateless = match stateless_id(&context) {
             Some(id) => Some(id?),
             None => None,
@@ -600,15 +635,70 @@ impl GatewayHandler {
                 return Ok(CallToolResponse::InputRequired(form));
             }
         }
+        if as_task {
+            return self
+                .start_task(
+                    request,
+                    context,
+                    session,
+                    stateless.is_some(),
+                    call_id,
+                    principal,
+                    elicit,
+                )
+                .await;
+        }
         let result = self
-            .run(request, context, &session, stateless.is_some(), &call_id)
+            .run(request, context, &session, stateless.is_some(), &call_id, None)
             .await;
         elicit.forget(&call_id);
         Ok(CallToolResponse::Complete(result))
     }
 
+    /// Starts the call as an MCP task: the task is in the store before the client hears of it,
+    /// the call runs on after this request is answered (stopped by `tasks/cancel`, not by the
+    /// request's end), and its end is recorded on the task.
+    #[allow(clippy::too_many_arguments)]
+    async fn start_task(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+        session: Arc<Session>,
+        stateless: bool,
+        call_id: String,
+        principal: String,
+        elicit: Arc<ElicitApprover>,
+    ) -> Result<CallToolResponse, McpError> {
+        let tasks = self.gateway.tasks().clone();
+        let (record, stop) = tasks
+            .create(&principal, session.id().as_str(), &request.name, &call_id)
+            .await?;
+        let done = CancellationToken::new();
+        tasks.watch(&principal, &record.task.task_id, stop.clone(), done.clone());
+        let task = record.task.clone();
+        let handler = self.clone();
+        tokio::spawn(async move {
+            let _watching = done.drop_guard();
+            let id = call_id.clone();
+            // Its own task, so a panic in the pipeline is a failed task, not a silent one.
+            let run = tokio::spawn(async move {
+                handler
+                    .run(request, context, &session, stateless, &id, Some(stop))
+                    .await
+            });
+            let end = match run.await {
+                Ok(result) => tasks::end_of(result),
+                Err(e) => tasks::End::Failed(McpError::internal_error(format!("the task's call failed: {e}"), None)),
+            };
+            elicit.forget(&call_id);
+            tasks.finish(&principal, record, end).await;
+        });
+        Ok(CallToolResponse::Task(CreateTaskResult::new(task)))
+    }
+
     /// Runs one call in `session` under `call_id`: progress forwarded in order, canceled by the
-    /// client's cancellation or disconnect, the session's guards kept when it is kept.
+    /// client's cancellation or disconnect, the session's guards kept when it is kept. A task's
+    /// call (`detached`) is stopped by its own token only and sends no progress.
     async fn run(
         &self,
         request: CallToolRequestParams,
@@ -616,6 +706,7 @@ impl GatewayHandler {
         session: &Arc<Session>,
         stateless: bool,
         call_id: &str,
+        detached: Option<CancellationToken>,
     ) -> CallToolResult {
         let g = &self.gateway;
         let span = tracing::info_span!(
@@ -630,7 +721,11 @@ impl GatewayHandler {
         crate::trace::adopt(&context.meta.0, &span);
         // Progress goes out in order, and all of it before the result: a notification that
         // arrives after the response is dropped by clients.
-        let (progress, flush) = match context.meta.get_progress_token() {
+        let token = match detached {
+            Some(_) => None,
+            None => context.meta.get_progress_token(),
+        };
+        let (progress, flush) = match token {
             Some(token) => {
                 let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Forward>();
                 let peer = context.peer.clone();
@@ -670,20 +765,24 @@ impl GatewayHandler {
             Ok(answer) => answer,
             Err(e) => return error_result(json!({"error": {"type": "invalid_arguments", "message": e.to_string()}})),
         };
-        // Stopped by the client's `notifications/cancelled` or by its going away mid-call.
-        let cancel = context.ct.child_token();
-        let _watch = disconnect_of(&context.extensions).map(|gone| {
-            let cancel = cancel.clone();
-            let watching = CancellationToken::new();
-            let done = watching.clone();
-            tokio::spawn(async move {
-                tokio::select! {
-                    () = gone.cancelled() => cancel.cancel(),
-                    () = done.cancelled() => {}
-                }
+        // Stopped by the client's `notifications/cancelled` or by its going away mid-call (a
+        // task: by `tasks/cancel`).
+        let watch_disconnect = detached.is_none();
+        let cancel = detached.unwrap_or_else(|| context.ct.child_token());
+        let _watch = disconnect_of(&context.extensions)
+            .filter(|_| watch_disconnect)
+            .map(|gone| {
+                let cancel = cancel.clone();
+                let watching = CancellationToken::new();
+                let done = watching.clone();
+                tokio::spawn(async move {
+                    tokio::select! {
+                        () = gone.cancelled() => cancel.cancel(),
+                        () = done.cancelled() => {}
+                    }
+                });
+                watching.drop_guard()
             });
-            watching.drop_guard()
-        });
         let options = TurnOptions {
             format: Some(Format::Mcp),
             cancel: Some(cancel),
@@ -781,6 +880,39 @@ impl ServerHandler for GatewayHandler {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
         self.call(request, context).await
+    }
+
+    async fn get_task(
+        &self,
+        request: GetTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<GetTaskResult, McpError> {
+        let principal = principal_of(&context.extensions);
+        self.gateway.tasks().get(&principal, &request.task_id).await
+    }
+
+    async fn cancel_task(
+        &self,
+        request: CancelTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        let principal = principal_of(&context.extensions);
+        self.gateway.tasks().cancel(&principal, &request.task_id).await
+    }
+
+    /// A governed call never waits inside its task for the client's input (approvals are asked
+    /// before the task starts, or through the approval queue), so there is nothing to update.
+    async fn update_task(
+        &self,
+        request: UpdateTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        let principal = principal_of(&context.extensions);
+        self.gateway.tasks().get(&principal, &request.task_id).await?;
+        Err(McpError::invalid_params(
+            format!("Task {} is not waiting for input", request.task_id),
+            None,
+        ))
     }
 
     async fn list_prompts(

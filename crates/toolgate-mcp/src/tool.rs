@@ -84,8 +84,11 @@ pub struct McpTool {
 impl McpTool {
     /// A tool registered as `name` (`SERVER__tool`, or the tool's own name for an unprefixed
     /// server).
-    pub(crate) fn new(name: &str, def: ToolDef, trusted: bool, link: Arc<Link>) -> Self {
+    pub(crate) fn new(name: &str, def: ToolDef, trusted: bool, tasks: bool, link: Arc<Link>) -> Self {
         let mut spec = ToolSpec::with_annotations(def.annotations(trusted));
+        if tasks {
+            spec.task = toolgate_core::tool::TaskSupport::Optional;
+        }
         // With `timeout_resets_on_progress` the tool keeps its own, resettable timer; the
         // engine's is then the ceiling.
         spec.timeout = if link.resets_on_progress {

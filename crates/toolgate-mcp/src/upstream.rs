@@ -230,6 +230,8 @@ impl Link {
                 cancel.disarm();
                 match answer {
                     Ok(Ok(ServerResult::CallToolResult(result))) => crate::tool::output(&self.server, remote, result),
+                    // The server made the call a task (the tasks extension): follow it to its end.
+                    Ok(Ok(ServerResult::CreateTaskResult(created))) => self.follow(&conn, created.task, ctx, remote).await,
                     Ok(Ok(_)) => Err(ToolError::failed(format!(
                         "The MCP server `{}` answered tools/call with something that is not a tool result.",
                         self.server
@@ -240,6 +242,90 @@ impl Link {
                     ))),
                     Ok(Err(e)) => Err(self.lost(&e.to_string())),
                     Err(_) => Err(self.lost("it closed the connection during the call")),
+                }
+            }
+        }
+    }
+
+    /// Polls an upstream task until it ends (at the interval the server suggests, within
+    /// bounds) and turns its result into ours. Whatever stops the wait first — our cancel, the
+    /// engine dropping this future at its timeout — cancels the task at the server.
+    async fn follow(
+        &self,
+        conn: &Conn,
+        task: rmcp::model::Task,
+        ctx: &ToolContext,
+        remote: &str,
+    ) -> Result<ToolOutput, ToolError> {
+        use rmcp::model::{GetTaskParams, TaskPayload};
+        let every = Duration::from_millis(task.poll_interval_ms.unwrap_or(500).clamp(50, 5_000));
+        let mut cancel = CancelTaskOnDrop {
+            peer: Some(conn.peer.clone()),
+            id: task.task_id.clone(),
+        };
+        loop {
+            tokio::select! {
+                biased;
+                _ = ctx.cancel.cancelled() => return Err(ToolError::Canceled),
+                _ = conn.closed.cancelled() => {
+                    cancel.disarm();
+                    return Err(self.lost("it exited while its task ran"));
+                }
+                _ = tokio::time::sleep(every) => {}
+            }
+            let got = tokio::select! {
+                biased;
+                _ = ctx.cancel.cancelled() => return Err(ToolError::Canceled),
+                got = conn.peer.get_task(GetTaskParams::new(task.task_id.clone())) => got,
+            };
+            let detailed = match got {
+                Ok(got) => got.task,
+                Err(rmcp::ServiceError::McpError(e)) => {
+                    cancel.disarm();
+                    return Err(ToolError::failed(format!(
+                        "The MCP server `{}` lost the call's task {}: {} (JSON-RPC error {}).",
+                        self.server, task.task_id, e.message, e.code.0
+                    )));
+                }
+                Err(e) => {
+                    cancel.disarm();
+                    return Err(self.lost(&e.to_string()));
+                }
+            };
+            match detailed.payload {
+                TaskPayload::Working => continue,
+                TaskPayload::Completed { result } => {
+                    cancel.disarm();
+                    return match serde_json::from_value::<rmcp::model::CallToolResult>(Value::Object(result)) {
+                        Ok(result) => crate::tool::output(&self.server, remote, result),
+                        Err(e) => Err(ToolError::failed(format!(
+                            "The MCP server `{}` ended the call's task with something that is not a tool result: {e}.",
+                            self.server
+                        ))),
+                    };
+                }
+                TaskPayload::Failed { error } => {
+                    cancel.disarm();
+                    let message = error.get("message").and_then(Value::as_str).unwrap_or("no message");
+                    return Err(ToolError::failed(format!(
+                        "The MCP server `{}` failed the call's task: {message}.",
+                        self.server
+                    )));
+                }
+                TaskPayload::Cancelled => {
+                    cancel.disarm();
+                    return Err(ToolError::failed(format!(
+                        "The MCP server `{}` cancelled the call's task.",
+                        self.server
+                    )));
+                }
+                // Input for an upstream task (its own elicitation) is not forwarded: the task is
+                // cancelled rather than left waiting.
+                _ => {
+                    return Err(ToolError::failed(format!(
+                        "The MCP server `{}` asked for input inside the call's task, which toolgate does not forward; the task was cancelled.",
+                        self.server
+                    )));
                 }
             }
         }
@@ -286,6 +372,34 @@ impl Drop for CancelOnDrop {
     }
 }
 
+/// Sends `tasks/cancel` for an upstream task that was not followed to its end.
+struct CancelTaskOnDrop {
+    peer: Option<Peer<RoleClient>>,
+    id: String,
+}
+
+impl CancelTaskOnDrop {
+    fn disarm(&mut self) {
+        self.peer = None;
+    }
+}
+
+impl Drop for CancelTaskOnDrop {
+    fn drop(&mut self) {
+        let Some(peer) = self.peer.take() else {
+            return;
+        };
+        let id = std::mem::take(&mut self.id);
+        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+            rt.spawn(async move {
+                if let Err(e) = peer.cancel_task(rmcp::model::CancelTaskParams::new(id)).await {
+                    tracing::debug!(error = %e, "could not send tasks/cancel");
+                }
+            });
+        }
+    }
+}
+
 struct RouteGuard<'a> {
     link: &'a Link,
     key: String,
@@ -319,6 +433,8 @@ impl ClientHandler for Handler {
     fn get_info(&self) -> rmcp::model::ClientConfig {
         let mut info = rmcp::model::ClientConfig::default();
         info.client_info = rmcp::model::Implementation::new("toolgate", env!("CARGO_PKG_VERSION"));
+        // toolgate follows an upstream task to its end (`Link::follow`).
+        info.capabilities = rmcp::model::ClientCapabilities::builder().enable_tasks().build();
         info
     }
 }
@@ -497,6 +613,9 @@ impl Upstream {
             .list_all_tools()
             .await
             .map_err(|e| format!("the MCP server `{}` could not list its tools: {e}", self.name))?;
+        // A server with the tasks extension may answer any call with a task; a client of the
+        // gateway that declared the extension then gets one too, for the same call.
+        let tasks = conn.peer.peer_info().is_some_and(|i| i.capabilities.supports_tasks());
         let mut out = Vec::with_capacity(tools.len());
         let mut unserved = Vec::new();
         for tool in tools {
@@ -516,6 +635,7 @@ impl Upstream {
                 &self.registered_name(&def.name),
                 def,
                 self.config.trust_annotations,
+                tasks,
                 self.link.clone(),
             )));
         }

@@ -24,7 +24,9 @@ use std::time::{Duration, Instant};
 use tokio::io::{AsyncRead, AsyncReadExt};
 use toolgate_core::ToolError;
 use toolgate_core::error::ErrorKind;
-use toolgate_core::tool::{Annotations, PermissionSubject, ToolContext, ToolOutput, ToolSpec, TypedTool, Vetted};
+use toolgate_core::tool::{
+    Annotations, PermissionSubject, TaskSupport, ToolContext, ToolOutput, ToolSpec, TypedTool, Vetted,
+};
 
 /// `exec_shell` settings (`[shell]` in the configuration).
 #[derive(Clone, Debug)]
@@ -356,6 +358,8 @@ impl TypedTool for ExecShell {
             // so far); the engine's own timeout is a backstop.
             stops_itself: true,
             background_argument: Some("background".into()),
+            // A long build or test run is what an MCP task is for.
+            task: TaskSupport::Optional,
             ..ToolSpec::with_annotations(Annotations {
                 read_only: false,
                 destructive: true,

@@ -121,3 +121,19 @@ pub fn serve_on(
     std::thread::spawn(move || for _ in lines {});
     (guard, addr)
 }
+
+/// An interoperability peer installed by `scripts/peers.sh` (the path its variable names), or
+/// `None` with a message: a skip, except under `CI=true`, where a missing peer fails.
+pub fn peer(var: &str) -> Option<std::path::PathBuf> {
+    let found = std::env::var_os(var)
+        .map(std::path::PathBuf::from)
+        .filter(|p| p.exists());
+    if found.is_none() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "{var} is not set: run scripts/peers.sh (scripts/test does)"
+        );
+        eprintln!("skipped: {var} is not set (scripts/peers.sh installs the MCP peers)");
+    }
+    found
+}

@@ -181,7 +181,7 @@ impl Engine {
                 (Some(outcome), _) => outcomes.push(outcome),
                 (None, Some(call)) => {
                     let (flight, _) = self.flight_of(Ok(call));
-                    let error = CallError::new(ErrorKind::ExecutionFailed, "The tool crashed while running this call.");
+                    let error = CallError::new(ErrorKind::ExecutionFailed, crate::error::TOOL_CRASHED);
                     outcomes.push(self.record(session, turn, flight, Err(Stop::Refused(error))).await);
                 }
                 (None, None) => {}
