@@ -291,8 +291,10 @@ async fn wait_idle(metrics: &Metrics, limit: Duration) -> bool {
 async fn stdio(gateway: Arc<Gateway>, metrics: Arc<Metrics>, grace: u64) -> Result<ExitCode> {
     use toolgate_mcp::rmcp::ServiceExt;
     let handler = gateway.handler();
+    // The 2025-11-25 revision's task requests are answered beside rmcp (toolgate_mcp::legacy).
+    let transport = toolgate_mcp::legacy::stdio(gateway.clone(), tokio::io::stdin(), tokio::io::stdout());
     let running = handler
-        .serve((tokio::io::stdin(), tokio::io::stdout()))
+        .serve(transport)
         .await
         .map_err(|e| anyhow!("the MCP client on stdio did not complete the handshake: {e}"))?;
     let token = running.cancellation_token();

@@ -405,3 +405,93 @@ async fn the_task_setting_of_a_tool_decides_whether_it_runs_as_a_task() {
         let _ = c.cancel().await;
     }
 }
+
+/// The official Python SDK 1.x client, whose `session.experimental` speaks the tasks of the
+/// 2025-11-25 revision (`tools/call` with `task`, `tasks/get`, `tasks/result`, `tasks/list`,
+/// `tasks/cancel`), over streamable HTTP and over stdio: a quick command's result comes from
+/// `tasks/result` tied to its task, a slow one is cancelled and its command is gone, and
+/// `tasks/list` lists the session's tasks.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_python_sdk_1_client_runs_2025_11_25_tasks_over_http_and_stdio() {
+    let Some(python) = peer("TOOLGATE_MCP_PY1") else {
+        return;
+    };
+    let ws = workspace();
+    let config = ws.path().join("gateway.toml");
+    std::fs::write(&config, "[permissions]\nallow = [\"exec_shell\"]\n").unwrap();
+    let work = ws.path().join("work");
+    std::fs::create_dir_all(&work).unwrap();
+    let (_g, addr) = serve_on(&work, "memory", Some(&config), &[], &[]);
+    let stdio: Vec<String> = vec![
+        env!("CARGO_BIN_EXE_toolgate").into(),
+        "--config".into(),
+        config.display().to_string(),
+        "--workspace".into(),
+        work.display().to_string(),
+        "--store".into(),
+        "memory".into(),
+        "serve".into(),
+        "--stdio".into(),
+    ];
+    for (how, target, sleep) in [
+        (
+            "http",
+            vec!["--url".to_owned(), format!("http://{addr}/mcp")],
+            "sleep 1205",
+        ),
+        (
+            "stdio",
+            [vec!["--stdio".to_owned()], stdio.clone()].concat(),
+            "sleep 1206",
+        ),
+    ] {
+        let marker = work.join(format!("started-{how}"));
+        let slow = json!({"command": format!("echo started > '{}'; exec {sleep}", marker.display())});
+        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scripts/mcp_tasks.py");
+        let python = python.clone();
+        let out = tokio::task::spawn_blocking(move || {
+            let mut cmd = std::process::Command::new(python);
+            cmd.arg(script)
+                .args(["--call", "exec_shell", r#"{"command": "echo from-python-1"}"#])
+                .args(["--call", "exec_shell", &slow.to_string()])
+                .arg("--cancel-when")
+                .arg(&marker)
+                .args(&target);
+            cmd.output().unwrap()
+        })
+        .await
+        .unwrap();
+        assert!(
+            out.status.success(),
+            "{how}: the Python client failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let out: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert!(out["version"].as_str().unwrap().starts_with("1."), "{out}");
+        let calls = out["calls"].as_array().unwrap();
+        assert_eq!(
+            calls[0]["statuses"].as_array().unwrap().last().unwrap(),
+            "completed",
+            "{how}: {out}"
+        );
+        assert!(
+            calls[0]["text"].as_str().unwrap().contains("from-python-1"),
+            "{how}: {out}"
+        );
+        assert_eq!(calls[0]["related"], true, "{how}: the result names its task: {out}");
+        assert_eq!(
+            calls[1]["statuses"].as_array().unwrap().last().unwrap(),
+            "cancelled",
+            "{how}: {out}"
+        );
+        assert_eq!(
+            out["listed"], out["ids"],
+            "{how}: tasks/list lists the session's tasks: {out}"
+        );
+        let until = Instant::now() + Duration::from_secs(10);
+        while running(sleep) {
+            assert!(Instant::now() < until, "{how}: the cancelled command still runs");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+}

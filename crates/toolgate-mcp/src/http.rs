@@ -326,11 +326,123 @@ async fn guard(State(app): State<Arc<App>>, request: Request<Body>, next: Next) 
         return status(StatusCode::UNAUTHORIZED);
     };
     let mut request = request;
-    request.extensions_mut().insert(caller);
+    request.extensions_mut().insert(caller.clone());
     if path == "/mcp" && request.method() == axum::http::Method::POST {
-        return with_disconnect(request, next).await;
+        let principal = match caller {
+            Caller::Client(p) => p,
+            Caller::Approver => "local".to_owned(),
+        };
+        return legacy_tasks(&app, &principal, request, next).await;
     }
     next.run(request).await
+}
+
+/// The tasks of the 2025-11-25 revision ([`crate::legacy`]): a task request of a session that
+/// negotiated that revision is answered here; the `initialize` result of a client asking for it,
+/// and its sessions' `tools/list` results, get the revision's task surface added. Anything else
+/// goes to rmcp untouched.
+async fn legacy_tasks(app: &Arc<App>, principal: &str, request: Request<Body>, next: Next) -> Response {
+    use crate::legacy;
+    let versioned = request
+        .headers()
+        .get("mcp-protocol-version")
+        .is_some_and(|v| v.as_bytes() == legacy::VERSION.as_bytes());
+    let (parts, body) = request.into_parts();
+    let bytes = match axum::body::to_bytes(body, app.options.max_body).await {
+        Ok(b) => b,
+        Err(_) => return error(StatusCode::PAYLOAD_TOO_LARGE, "the request body is too large"),
+    };
+    let message: Option<Value> = serde_json::from_slice(&bytes).ok();
+    let method = message
+        .as_ref()
+        .and_then(|m| m.get("method"))
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    let session_id = parts
+        .headers
+        .get("mcp-session-id")
+        .map(|id| String::from_utf8_lossy(id.as_bytes()).into_owned());
+    let claimed = message.as_ref().filter(|m| legacy::claims(m));
+    // One store read, only for what this layer may answer or patch.
+    let legacy_session = versioned
+        && (claimed.is_some() || method == "tools/list")
+        && match &session_id {
+            Some(id) => matches!(app.store.cache_get(&legacy::mark(id)).await, Ok(Some(Value::Bool(true)))),
+            None => false,
+        };
+    if legacy_session && let (Some(m), Some(id)) = (claimed, &session_id) {
+        let session = crate::server::session_name_of(id.as_bytes());
+        return json_response(
+            StatusCode::OK,
+            &legacy::answer(&app.gateway, principal, &session, m).await,
+        );
+    }
+    let patch = match method {
+        "initialize" => message.as_ref().is_some_and(legacy::wants),
+        "tools/list" => legacy_session,
+        _ => false,
+    };
+    let response = with_disconnect(Request::from_parts(parts, Body::from(bytes)), next).await;
+    if !patch || !response.status().is_success() {
+        return response;
+    }
+    if method == "initialize"
+        && let Some(id) = response.headers().get("mcp-session-id")
+        && let Err(e) = app
+            .store
+            .cache_put(
+                &legacy::mark(&String::from_utf8_lossy(id.as_bytes())),
+                &Value::Bool(true),
+                Duration::from_secs(24 * 3600),
+            )
+            .await
+    {
+        tracing::warn!(error = %e, "could not mark a 2025-11-25 session's tasks");
+    }
+    // These answers are short and end with their one response: buffered, patched, sent on.
+    let (mut parts, body) = response.into_parts();
+    let Ok(bytes) = axum::body::to_bytes(body, 64 << 20).await else {
+        return error(StatusCode::INTERNAL_SERVER_ERROR, "the response could not be read");
+    };
+    let json = parts
+        .headers
+        .get(header::CONTENT_TYPE)
+        .is_some_and(|v| v.as_bytes().starts_with(b"application/json"));
+    let text = String::from_utf8_lossy(&bytes);
+    let patched = if json {
+        match serde_json::from_str::<Value>(&text) {
+            Ok(mut v) => {
+                legacy::patch(&app.gateway, &mut v);
+                v.to_string()
+            }
+            Err(_) => text.into_owned(),
+        }
+    } else {
+        let mut out = String::with_capacity(text.len() + 128);
+        for line in text.split_inclusive('\n') {
+            match line
+                .strip_prefix("data: ")
+                .map(|d| serde_json::from_str::<Value>(d.trim_end()))
+            {
+                Some(Ok(mut v)) => {
+                    legacy::patch(&app.gateway, &mut v);
+                    out.push_str("data: ");
+                    out.push_str(&v.to_string());
+                    out.push_str(if line.ends_with("\r\n") {
+                        "\r\n"
+                    } else if line.ends_with('\n') {
+                        "\n"
+                    } else {
+                        ""
+                    });
+                }
+                _ => out.push_str(line),
+            }
+        }
+        out
+    };
+    parts.headers.remove(header::CONTENT_LENGTH);
+    Response::from_parts(parts, Body::from(patched))
 }
 
 /// Cancelled when the client of an MCP POST goes away before its response has been sent: the

@@ -13,6 +13,7 @@ pub mod console;
 pub mod elicit;
 pub mod http;
 pub mod hub;
+pub mod legacy;
 pub mod metrics;
 pub mod server;
 pub mod sessions;

@@ -204,6 +204,84 @@ impl Gateway {
         })
     }
 
+    /// Whether calls of `tool` may run as tasks (`None`: no such tool).
+    pub fn task_support(&self, tool: &str) -> Option<TaskSupport> {
+        self.engine.registry().get(tool).map(|t| t.spec().task)
+    }
+
+    /// Starts a call as a task outside an rmcp request (a `tools/call` with the `task`
+    /// parameter of the 2025-11-25 revision, see [`crate::legacy`]), in the principal's session
+    /// named `session` (made or taken up from the store), for `ttl`. The call goes through the
+    /// whole pipeline; its asks go to the approval queue (no client request is open to elicit
+    /// from). The task is in the store when this returns.
+    pub async fn start_task(
+        self: &Arc<Self>,
+        principal: &str,
+        session: &str,
+        tool: &str,
+        arguments: Option<serde_json::Map<String, Value>>,
+        ttl: std::time::Duration,
+    ) -> Result<tasks::Record, McpError> {
+        match self.task_support(tool) {
+            None => return Err(McpError::invalid_params(format!("Unknown tool: {tool}"), None)),
+            Some(TaskSupport::Forbidden) => {
+                return Err(McpError::new(
+                    rmcp::model::ErrorCode::METHOD_NOT_FOUND,
+                    format!("Tool {tool} does not run as a task"),
+                    None,
+                ));
+            }
+            Some(_) => {}
+        }
+        let session = self.named_session(principal, "tasks", Some(session), None).await;
+        let call_id = format!("mcp-{}", uuid::Uuid::now_v7());
+        let tasks = self.tasks().clone();
+        let (record, stop) = tasks
+            .create_for(principal, session.id().as_str(), tool, &call_id, ttl)
+            .await?;
+        let done = CancellationToken::new();
+        tasks.watch(principal, &record.task.task_id, stop.clone(), done.clone());
+        let body = json!({"id": call_id, "params": {"name": tool, "arguments": arguments.map(Value::Object)}});
+        let engine = self.engine.clone();
+        let principal = principal.to_owned();
+        let kept = record.clone();
+        tokio::spawn(async move {
+            let _watching = done.drop_guard();
+            let run = tokio::spawn(async move {
+                let answer = match Answer::parse(Format::Mcp, &body) {
+                    Ok(answer) => answer,
+                    Err(e) => {
+                        return error_result(json!({"error": {"type": "invalid_arguments", "message": e.to_string()}}));
+                    }
+                };
+                let options = TurnOptions {
+                    format: Some(Format::Mcp),
+                    cancel: Some(stop),
+                    ..TurnOptions::default()
+                };
+                let before = session.guards_state();
+                let turn = engine.run_turn(&session, &answer, options).await;
+                if session.guards_state() != before
+                    && let Err(e) = session.save_guards().await
+                {
+                    tracing::warn!(error = %e, "could not keep the session's loop detector and error count");
+                }
+                match turn.outcomes.first() {
+                    Some(outcome) => result_of(outcome),
+                    None => error_result(
+                        json!({"error": {"type": "execution_failed", "message": "The call produced no result."}}),
+                    ),
+                }
+            });
+            let end = match run.await {
+                Ok(result) => tasks::end_of(result),
+                Err(e) => tasks::End::Failed(McpError::internal_error(format!("the task's call failed: {e}"), None)),
+            };
+            tasks.finish(&principal, kept, end).await;
+        });
+        Ok(record)
+    }
+
     /// What it serves besides tools: the one set, else nothing (the trait's defaults).
     fn extension(&self) -> &dyn Extension {
         static NONE: NoExtension = NoExtension;
@@ -434,15 +512,20 @@ pub struct GatewayHandler {
 /// with), so every replica that takes the MCP session over from the store finds the same
 /// grants, handles and guards.
 fn mcp_session_name(extensions: &rmcp::model::Extensions) -> Option<String> {
-    use sha2::Digest;
     let id = extensions
         .get::<axum::http::request::Parts>()?
         .headers
         .get("mcp-session-id")?
         .as_bytes();
+    Some(session_name_of(id))
+}
+
+/// The session name of an `Mcp-Session-Id` (see `mcp_session_name`).
+pub(crate) fn session_name_of(id: &[u8]) -> String {
+    use sha2::Digest;
     let digest = sha2::Sha256::digest(id);
     let hex: String = digest.iter().take(12).map(|b| format!("{b:02x}")).collect();
-    Some(format!("mcp-{hex}"))
+    format!("mcp-{hex}")
 }
 
 /// The principal an HTTP request's token names (`local` over stdio or without a token).

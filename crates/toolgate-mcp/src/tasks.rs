@@ -20,10 +20,16 @@ use tokio_util::sync::CancellationToken;
 use toolgate_core::audit::rfc3339;
 use toolgate_core::store::Store;
 
+/// The extension's id, as clients declare it.
+pub const EXTENSION: &str = rmcp::model::TASKS_EXTENSION_ID;
 /// How long a task's record is kept after it was made (its `ttlMs`).
 pub const TTL: Duration = Duration::from_secs(3600);
 /// The polling interval suggested to clients (`pollIntervalMs`).
 pub const POLL_INTERVAL: Duration = Duration::from_millis(500);
+/// The shortest TTL a client may ask for.
+pub const MIN_TTL: Duration = Duration::from_secs(1);
+/// Tasks listed per session (the oldest are dropped from the list, not forgotten).
+pub const MAX_LISTED: usize = 256;
 /// How often the replica running a task looks for a cancel given to another replica.
 pub const WATCH_EVERY: Duration = Duration::from_millis(250);
 
@@ -92,6 +98,10 @@ fn key(principal: &str, id: &str) -> String {
     format!("mcp-task/{principal}/{id}")
 }
 
+fn index_key(principal: &str, session: &str) -> String {
+    format!("mcp-task-index/{principal}/{session}")
+}
+
 fn cancel_key(principal: &str, id: &str) -> String {
     format!("mcp-task-cancel/{principal}/{id}")
 }
@@ -126,10 +136,24 @@ impl Tasks {
         tool: &str,
         call_id: &str,
     ) -> Result<(Record, CancellationToken), McpError> {
+        self.create_for(principal, session, tool, call_id, TTL).await
+    }
+
+    /// [`Tasks::create`] with the TTL a client asked for (bounded by [`MIN_TTL`] and [`TTL`]),
+    /// and the task listed for its session (`tasks/list` of the 2025-11-25 revision).
+    pub async fn create_for(
+        &self,
+        principal: &str,
+        session: &str,
+        tool: &str,
+        call_id: &str,
+        ttl: Duration,
+    ) -> Result<(Record, CancellationToken), McpError> {
+        let ttl = ttl.clamp(MIN_TTL, TTL);
         let id = uuid::Uuid::new_v4().to_string();
         let now = rfc3339(SystemTime::now());
         let task = Task::new(id.clone(), TaskStatus::Working, now.clone(), now)
-            .with_ttl_ms(TTL.as_millis() as u64)
+            .with_ttl_ms(ttl.as_millis() as u64)
             .with_poll_interval_ms(POLL_INTERVAL.as_millis() as u64)
             .with_status_message(format!("{tool} is running"));
         let record = Record {
@@ -141,6 +165,21 @@ impl Tasks {
             call_id: call_id.to_owned(),
         };
         self.put(principal, &record).await?;
+        // The session's list: read, add, write. Two replicas adding to one session's list at the
+        // same instant can lose an entry from the list (never a task: tasks/get still finds it).
+        let index = index_key(principal, session);
+        let mut ids: Vec<String> = match self.store.cache_get(&index).await.map_err(store_error)? {
+            Some(value) => serde_json::from_value(value).unwrap_or_default(),
+            None => Vec::new(),
+        };
+        ids.push(id.clone());
+        if ids.len() > MAX_LISTED {
+            ids.drain(..ids.len() - MAX_LISTED);
+        }
+        self.store
+            .cache_put(&index, &json!(ids), TTL)
+            .await
+            .map_err(store_error)?;
         let stop = CancellationToken::new();
         self.running().insert(key(principal, &id), stop.clone());
         Ok((record, stop))
@@ -148,8 +187,9 @@ impl Tasks {
 
     async fn put(&self, principal: &str, record: &Record) -> Result<(), McpError> {
         let value = serde_json::to_value(record).map_err(store_error)?;
+        let ttl = record.task.ttl_ms.map_or(TTL, Duration::from_millis);
         self.store
-            .cache_put(&key(principal, &record.task.task_id), &value, TTL)
+            .cache_put(&key(principal, &record.task.task_id), &value, ttl)
             .await
             .map_err(store_error)
     }
@@ -160,6 +200,26 @@ impl Tasks {
             Some(value) => Ok(serde_json::from_value(value).ok()),
             None => Ok(None),
         }
+    }
+
+    /// The session's tasks that are still kept, oldest first.
+    pub async fn list(&self, principal: &str, session: &str) -> Result<Vec<Record>, McpError> {
+        let ids: Vec<String> = match self
+            .store
+            .cache_get(&index_key(principal, session))
+            .await
+            .map_err(store_error)?
+        {
+            Some(value) => serde_json::from_value(value).unwrap_or_default(),
+            None => Vec::new(),
+        };
+        let mut out = Vec::with_capacity(ids.len());
+        for id in ids {
+            if let Some(record) = self.record(principal, &id).await? {
+                out.push(record);
+            }
+        }
+        Ok(out)
     }
 
     /// `tasks/get`: the task with its result or error once it ended; -32602 for a task the
