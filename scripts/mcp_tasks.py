@@ -9,7 +9,8 @@ suggests. 1.x: the tasks of the 2025-11-25 revision through `session.experimenta
 (`call_tool_as_task`, `get_task`, `get_task_result`, `list_tasks`, `cancel_task`). Either way,
 with `--cancel-when FILE` the task is cancelled once FILE exists. Prints one JSON object: the SDK
 version, per call whether a task was made, the statuses seen, `isError` and the text of the
-result (for a cancelled task, `cancelled`), and (1.x) the ids `tasks/list` gave.
+result (for a cancelled task, `cancelled`), and (1.x) the statuses `notifications/tasks/status`
+gave and the ids `tasks/list` gave.
 """
 
 import asyncio
@@ -110,7 +111,14 @@ def parse(argv):
 
 async def run_v1(url, stdio, calls):
     from mcp import ClientSession, StdioServerParameters
-    from mcp.types import CallToolResult
+    from mcp.types import CallToolResult, ServerNotification, TaskStatusNotification
+
+    notified = {}  # task id -> the statuses notifications/tasks/status gave
+
+    async def on_message(message):
+        if isinstance(message, ServerNotification) and isinstance(message.root, TaskStatusNotification):
+            params = message.root.params
+            notified.setdefault(params.taskId, []).append(params.status)
 
     async def drive(session):
         await session.initialize()
@@ -141,18 +149,25 @@ async def run_v1(url, stdio, calls):
             else:
                 out.append({"task": True, "statuses": statuses, "isError": True, "text": statuses[-1]})
         listed = await tasks.list_tasks()
+        # Notifications are a courtesy: wait a moment for those of ended tasks.
+        for _ in range(100):
+            if all(notified.get(i) for i in ids):
+                break
+            await asyncio.sleep(0.05)
+        for call, task_id in zip(out, ids):
+            call["notified"] = notified.get(task_id, [])
         return out, [t.taskId for t in listed.tasks], ids
 
     if url:
         from mcp.client.streamable_http import streamablehttp_client
 
         async with streamablehttp_client(url) as (read, write, _):
-            async with ClientSession(read, write) as session:
+            async with ClientSession(read, write, message_handler=on_message) as session:
                 return await drive(session)
     from mcp.client.stdio import stdio_client
 
     async with stdio_client(StdioServerParameters(command=stdio[0], args=stdio[1:])) as (read, write):
-        async with ClientSession(read, write) as session:
+        async with ClientSession(read, write, message_handler=on_message) as session:
             return await drive(session)
 
 

@@ -409,8 +409,8 @@ async fn the_task_setting_of_a_tool_decides_whether_it_runs_as_a_task() {
 /// The official Python SDK 1.x client, whose `session.experimental` speaks the tasks of the
 /// 2025-11-25 revision (`tools/call` with `task`, `tasks/get`, `tasks/result`, `tasks/list`,
 /// `tasks/cancel`), over streamable HTTP and over stdio: a quick command's result comes from
-/// `tasks/result` tied to its task, a slow one is cancelled and its command is gone, and
-/// `tasks/list` lists the session's tasks.
+/// `tasks/result` tied to its task, a slow one is cancelled and its command is gone, each ended
+/// task is told in `notifications/tasks/status`, and `tasks/list` lists the session's tasks.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_python_sdk_1_client_runs_2025_11_25_tasks_over_http_and_stdio() {
     let Some(python) = peer("TOOLGATE_MCP_PY1") else {
@@ -488,10 +488,173 @@ async fn the_python_sdk_1_client_runs_2025_11_25_tasks_over_http_and_stdio() {
             out["listed"], out["ids"],
             "{how}: tasks/list lists the session's tasks: {out}"
         );
+        assert_eq!(
+            calls[0]["notified"],
+            json!(["completed"]),
+            "{how}: the status notification: {out}"
+        );
+        assert_eq!(
+            calls[1]["notified"],
+            json!(["cancelled"]),
+            "{how}: the status notification: {out}"
+        );
         let until = Instant::now() + Duration::from_secs(10);
         while running(sleep) {
             assert!(Instant::now() < until, "{how}: the cancelled command still runs");
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     }
+}
+
+/// One JSON-RPC message to the gateway as a 2025-11-25 client sends it; the response (from a
+/// JSON body or the event stream's data) and the session id the server gave.
+async fn rpc(
+    addr: &str,
+    token: &str,
+    session: Option<&str>,
+    body: Value,
+) -> (reqwest::StatusCode, Value, Option<String>) {
+    let mut request = reqwest::Client::new()
+        .post(format!("http://{addr}/mcp"))
+        .bearer_auth(token)
+        .header("Accept", "application/json, text/event-stream")
+        .header("MCP-Protocol-Version", "2025-11-25")
+        .json(&body);
+    if let Some(s) = session {
+        request = request.header("Mcp-Session-Id", s);
+    }
+    let response = request.send().await.unwrap();
+    let status = response.status();
+    let id = response
+        .headers()
+        .get("mcp-session-id")
+        .map(|v| v.to_str().unwrap().to_owned());
+    let text = response.text().await.unwrap();
+    let value = serde_json::from_str(&text).unwrap_or_else(|_| {
+        text.lines()
+            .filter_map(|l| l.strip_prefix("data: "))
+            .filter_map(|d| serde_json::from_str::<Value>(d).ok())
+            .find(|v| v.get("id").is_some())
+            .unwrap_or(Value::Null)
+    });
+    (status, value, id)
+}
+
+async fn legacy_session(addr: &str, token: &str) -> String {
+    let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": "2025-11-25",
+        "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}});
+    let (_, answer, id) = rpc(addr, token, None, init).await;
+    assert!(
+        answer
+            .pointer("/result/capabilities/tasks/requests/tools/call")
+            .is_some(),
+        "{answer}"
+    );
+    let id = id.expect("a session id");
+    let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    rpc(addr, token, Some(&id), initialized).await;
+    id
+}
+
+/// The 2025-11-25 surface from the attacker's side: a made-up session id gets rmcp's 404, not
+/// an answer; another principal's session does not find, list or cancel Alice's task; and a
+/// tool that does not run as a task is refused, not run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_2025_11_25_task_surface_keeps_principals_and_sessions_apart() {
+    let ws = workspace();
+    let config = ws.path().join("gateway.toml");
+    std::fs::write(&config, "[permissions]\nallow = [\"exec_shell\"]\n").unwrap();
+    let work = ws.path().join("work");
+    std::fs::create_dir_all(&work).unwrap();
+    let (_g, addr) = serve_on(
+        &work,
+        "memory",
+        Some(&config),
+        &["--client", &format!("alice={ALICE}"), "--client", &format!("bob={BOB}")],
+        &[],
+    );
+    let alice = legacy_session(&addr, ALICE).await;
+    let bob = legacy_session(&addr, BOB).await;
+    let (_, listed, _) = rpc(
+        &addr,
+        ALICE,
+        Some(&alice),
+        json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}),
+    )
+    .await;
+    let tools = listed["result"]["tools"].as_array().unwrap();
+    let shell = tools.iter().find(|t| t["name"] == "exec_shell").unwrap();
+    assert_eq!(shell["execution"]["taskSupport"], "optional", "{shell}");
+    let read = tools.iter().find(|t| t["name"] == "read_file").unwrap();
+    assert!(read.get("execution").is_none(), "{read}");
+
+    let call = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "exec_shell",
+        "arguments": {"command": "exec sleep 1207"}, "task": {"ttl": 60000}}});
+    let (_, created, _) = rpc(&addr, ALICE, Some(&alice), call).await;
+    let id = created["result"]["task"]["taskId"].as_str().expect("a task").to_owned();
+    assert_eq!(created["result"]["task"]["ttl"], 60000, "{created}");
+    let get = |n: u64, method: &str| json!({"jsonrpc": "2.0", "id": n, "method": method, "params": {"taskId": id}});
+    // Bob: unknown task, an empty list, and his cancel cancels nothing.
+    let (_, answer, _) = rpc(&addr, BOB, Some(&bob), get(3, "tasks/get")).await;
+    assert_eq!(answer["error"]["code"], -32602, "{answer}");
+    let (_, answer, _) = rpc(&addr, BOB, Some(&bob), get(4, "tasks/cancel")).await;
+    assert_eq!(answer["error"]["code"], -32602, "{answer}");
+    let (_, answer, _) = rpc(
+        &addr,
+        BOB,
+        Some(&bob),
+        json!({"jsonrpc": "2.0", "id": 5, "method": "tasks/list"}),
+    )
+    .await;
+    assert_eq!(answer["result"]["tasks"], json!([]), "{answer}");
+    // A made-up session id is not answered by the task layer.
+    let (status, _, _) = rpc(&addr, ALICE, Some("made-up-session"), get(6, "tasks/get")).await;
+    assert_eq!(status, 404);
+    // Alice's task still runs; she cancels it.
+    let (_, answer, _) = rpc(&addr, ALICE, Some(&alice), get(7, "tasks/get")).await;
+    assert_eq!(answer["result"]["status"], "working", "{answer}");
+    let until = Instant::now() + Duration::from_secs(30);
+    while !running("sleep 1207") {
+        assert!(Instant::now() < until, "the task's command never started");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let (_, answer, _) = rpc(&addr, ALICE, Some(&alice), get(8, "tasks/cancel")).await;
+    assert_eq!(answer["result"]["taskId"], id.as_str(), "{answer}");
+    let (_, answer, _) = rpc(&addr, ALICE, Some(&alice), get(9, "tasks/result")).await;
+    assert!(
+        answer["error"]["message"].as_str().unwrap().contains("cancelled"),
+        "{answer}"
+    );
+    let (_, answer, _) = rpc(&addr, ALICE, Some(&alice), get(10, "tasks/cancel")).await;
+    assert_eq!(
+        answer["error"]["code"], -32602,
+        "an ended task is not cancelled again: {answer}"
+    );
+    // A tool that does not run as a task: refused, and it did not run.
+    let marker = work.join("read-ran");
+    std::fs::write(&marker, "x").unwrap();
+    let call = json!({"jsonrpc": "2.0", "id": 11, "method": "tools/call", "params": {"name": "read_file",
+        "arguments": {"path": "read-ran"}, "task": {}}});
+    let (_, answer, _) = rpc(&addr, ALICE, Some(&alice), call).await;
+    assert_eq!(answer["error"]["code"], -32601, "{answer}");
+    let rows = audit_as(&addr, "read_file").await;
+    assert!(rows.is_empty(), "the refused call never ran: {rows:?}");
+    let until = Instant::now() + Duration::from_secs(10);
+    while running("sleep 1207") {
+        assert!(Instant::now() < until, "the cancelled command still runs");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+async fn audit_as(addr: &str, tool: &str) -> Vec<Value> {
+    let rows: Value = reqwest::Client::new()
+        .get(format!("http://{addr}/v1/audit?tool={tool}"))
+        .bearer_auth(ALICE)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    rows["rows"].as_array().cloned().unwrap_or_default()
 }

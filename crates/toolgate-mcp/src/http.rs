@@ -352,7 +352,18 @@ async fn legacy_tasks(app: &Arc<App>, principal: &str, request: Request<Body>, n
         Ok(b) => b,
         Err(_) => return error(StatusCode::PAYLOAD_TOO_LARGE, "the request body is too large"),
     };
-    let message: Option<Value> = serde_json::from_slice(&bytes).ok();
+    // Parsed here only when it may be ours: a small message that may be an `initialize`, or
+    // any message of a session that asked for 2025-11-25 (rmcp parses every message anyway;
+    // other clients pay nothing more).
+    const SMALL: usize = 64 << 10;
+    let may_initialize = bytes.len() <= SMALL
+        && !parts.headers.contains_key("mcp-session-id")
+        && bytes.windows(12).any(|w| w == b"\"initialize\"");
+    let message: Option<Value> = if versioned || may_initialize {
+        serde_json::from_slice(&bytes).ok()
+    } else {
+        None
+    };
     let method = message
         .as_ref()
         .and_then(|m| m.get("method"))
@@ -367,7 +378,10 @@ async fn legacy_tasks(app: &Arc<App>, principal: &str, request: Request<Body>, n
     let legacy_session = versioned
         && (claimed.is_some() || method == "tools/list")
         && match &session_id {
-            Some(id) => matches!(app.store.cache_get(&legacy::mark(id)).await, Ok(Some(Value::Bool(true)))),
+            Some(id) => matches!(
+                app.store.cache_get(&legacy::mark(id)).await,
+                Ok(Some(Value::Bool(true)))
+            ),
             None => false,
         };
     if legacy_session && let (Some(m), Some(id)) = (claimed, &session_id) {

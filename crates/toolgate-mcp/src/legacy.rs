@@ -71,6 +71,14 @@ fn task_json(record: &Record) -> Value {
     task
 }
 
+/// `notifications/tasks/status` for a task.
+pub fn status_notification(record: &Record) -> rmcp::model::ServerNotification {
+    rmcp::model::ServerNotification::CustomNotification(rmcp::model::CustomNotification::new(
+        "notifications/tasks/status",
+        Some(task_json(record)),
+    ))
+}
+
 fn task_id(params: &Value) -> Result<&str, McpError> {
     params
         .get("taskId")
@@ -266,6 +274,31 @@ where
     let output = Arc::new(tokio::sync::Mutex::new(output));
     let legacy = Arc::new(AtomicBool::new(false));
     let session = format!("stdio-{}", uuid::Uuid::now_v7());
+    // The revision's status notification for each of this client's tasks as it ends.
+    {
+        let (output, legacy, mut ended) = (output.clone(), legacy.clone(), gateway.tasks().subscribe());
+        let mine = crate::server::scoped("local", &session).to_string();
+        tokio::spawn(async move {
+            loop {
+                let record = match ended.recv().await {
+                    Ok((_, record)) => record,
+                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
+                    Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+                };
+                if record.session != mine || !legacy.load(Ordering::SeqCst) {
+                    continue;
+                }
+                let params = task_json(&record);
+                let mut text =
+                    json!({"jsonrpc": "2.0", "method": "notifications/tasks/status", "params": params}).to_string();
+                text.push('\n');
+                let mut out = output.lock().await;
+                if out.write_all(text.as_bytes()).await.is_err() || out.flush().await.is_err() {
+                    return;
+                }
+            }
+        });
+    }
     {
         let (output, legacy, gateway) = (output.clone(), legacy.clone(), gateway.clone());
         tokio::spawn(async move {

@@ -245,6 +245,8 @@ impl Gateway {
         let engine = self.engine.clone();
         let principal = principal.to_owned();
         let kept = record.clone();
+        let gateway = Arc::downgrade(self);
+        let session_id = session.id().to_string();
         tokio::spawn(async move {
             let _watching = done.drop_guard();
             let run = tokio::spawn(async move {
@@ -277,7 +279,14 @@ impl Gateway {
                 Ok(result) => tasks::end_of(result),
                 Err(e) => tasks::End::Failed(McpError::internal_error(format!("the task's call failed: {e}"), None)),
             };
-            tasks.finish(&principal, kept, end).await;
+            let ended = tasks.finish(&principal, kept, end).await;
+            // The revision's status notification, to the client's stream when it is open here.
+            if let Some(peer) = gateway
+                .upgrade()
+                .and_then(|g| g.peer(&toolgate_core::SessionId::new(session_id)))
+            {
+                let _ = peer.send_notification(crate::legacy::status_notification(&ended)).await;
+            }
         });
         Ok(record)
     }
@@ -946,6 +955,12 @@ fn content_blocks(content: &Value) -> Option<Vec<ContentBlock>> {
 impl ServerHandler for GatewayHandler {
     fn get_info(&self) -> InitializeResult {
         self.gateway.info()
+    }
+
+    /// The session is made as the client's handshake ends, so the gateway can reach the client
+    /// (tool-list changes, task status) before its first `tools/list` or `tools/call`.
+    async fn on_initialized(&self, context: rmcp::service::NotificationContext<RoleServer>) {
+        self.session(&context.peer, &context.extensions).await;
     }
 
     async fn list_tools(

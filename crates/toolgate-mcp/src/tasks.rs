@@ -86,6 +86,8 @@ pub struct Tasks {
     store: Arc<dyn Store>,
     /// The tasks this replica runs, by store key: their stop.
     running: Mutex<HashMap<String, CancellationToken>>,
+    /// Each task this replica ended, with its principal (status notifications).
+    ended: tokio::sync::broadcast::Sender<(String, Record)>,
 }
 
 impl std::fmt::Debug for Tasks {
@@ -120,6 +122,7 @@ impl Tasks {
         Self {
             store,
             running: Mutex::new(HashMap::new()),
+            ended: tokio::sync::broadcast::channel(64).0,
         }
     }
 
@@ -266,8 +269,14 @@ impl Tasks {
         });
     }
 
-    /// Records how the task's call ended.
-    pub async fn finish(&self, principal: &str, mut record: Record, end: End) {
+    /// The tasks this replica ends from now on, as they end (a receiver that lags loses the
+    /// oldest: notifications are a courtesy, `tasks/get` is the truth).
+    pub fn subscribe(&self) -> tokio::sync::broadcast::Receiver<(String, Record)> {
+        self.ended.subscribe()
+    }
+
+    /// Records how the task's call ended; the task as recorded.
+    pub async fn finish(&self, principal: &str, mut record: Record, end: End) -> Record {
         self.running().remove(&key(principal, &record.task.task_id));
         record.task.last_updated_at = rfc3339(SystemTime::now());
         record.task.status_message = None;
@@ -294,6 +303,8 @@ impl Tasks {
         if let Err(e) = self.put(principal, &record).await {
             tracing::warn!(task = %record.task.task_id, error = %e.message, "could not record the end of a task");
         }
+        let _ = self.ended.send((principal.to_owned(), record.clone()));
+        record
     }
 
     /// Stops every task this replica runs (the gateway's shutdown).
