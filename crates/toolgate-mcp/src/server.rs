@@ -239,51 +239,44 @@ impl Gateway {
         let (record, stop) = tasks
             .create_for(principal, session.id().as_str(), tool, &call_id, ttl)
             .await?;
-        let done = CancellationToken::new();
-        tasks.watch(principal, &record.task.task_id, stop.clone(), done.clone());
         let body = json!({"id": call_id, "params": {"name": tool, "arguments": arguments.map(Value::Object)}});
         let engine = self.engine.clone();
-        let principal = principal.to_owned();
-        let kept = record.clone();
-        let gateway = Arc::downgrade(self);
         let session_id = session.id().to_string();
-        tokio::spawn(async move {
-            let _watching = done.drop_guard();
-            let run = tokio::spawn(async move {
-                let answer = match Answer::parse(Format::Mcp, &body) {
-                    Ok(answer) => answer,
-                    Err(e) => {
-                        return error_result(json!({"error": {"type": "invalid_arguments", "message": e.to_string()}}));
-                    }
-                };
-                let options = TurnOptions {
-                    format: Some(Format::Mcp),
-                    cancel: Some(stop),
-                    ..TurnOptions::default()
-                };
-                let before = session.guards_state();
-                let turn = engine.run_turn(&session, &answer, options).await;
-                if session.guards_state() != before
-                    && let Err(e) = session.save_guards().await
-                {
-                    tracing::warn!(error = %e, "could not keep the session's loop detector and error count");
+        let cancel = stop.clone();
+        let work = async move {
+            let answer = match Answer::parse(Format::Mcp, &body) {
+                Ok(answer) => answer,
+                Err(e) => {
+                    return error_result(json!({"error": {"type": "invalid_arguments", "message": e.to_string()}}));
                 }
-                match turn.outcomes.first() {
-                    Some(outcome) => result_of(outcome),
-                    None => error_result(
-                        json!({"error": {"type": "execution_failed", "message": "The call produced no result."}}),
-                    ),
-                }
-            });
-            let end = match run.await {
-                Ok(result) => tasks::end_of(result),
-                Err(e) => tasks::End::Failed(McpError::internal_error(format!("the task's call failed: {e}"), None)),
             };
-            let ended = tasks.finish(&principal, kept, end).await;
+            let options = TurnOptions {
+                format: Some(Format::Mcp),
+                cancel: Some(cancel),
+                ..TurnOptions::default()
+            };
+            let before = session.guards_state();
+            let turn = engine.run_turn(&session, &answer, options).await;
+            if session.guards_state() != before
+                && let Err(e) = session.save_guards().await
+            {
+                tracing::warn!(error = %e, "could not keep the session's loop detector and error count");
+            }
+            match turn.outcomes.first() {
+                Some(outcome) => result_of(outcome),
+                None => error_result(
+                    json!({"error": {"type": "execution_failed", "message": "The call produced no result."}}),
+                ),
+            }
+        };
+        let running = tasks.run(principal.to_owned(), record.clone(), stop, work);
+        let gateway = Arc::downgrade(self);
+        tokio::spawn(async move {
             // The revision's status notification, to the client's stream when it is open here.
-            if let Some(peer) = gateway
-                .upgrade()
-                .and_then(|g| g.peer(&toolgate_core::SessionId::new(session_id)))
+            if let Ok(ended) = running.await
+                && let Some(peer) = gateway
+                    .upgrade()
+                    .and_then(|g| g.peer(&toolgate_core::SessionId::new(session_id)))
             {
                 let _ = peer.send_notification(crate::legacy::status_notification(&ended)).await;
             }
@@ -657,7 +650,8 @@ impl GatewayHandler {
             .registry()
             .get(&request.name)
             .map_or(TaskSupport::Forbidden, |t| t.spec().task);
-        let declared = context.client_capabilities().is_some_and(|c| c.supports_tasks());
+        let declared =
+            support != TaskSupport::Forbidden && context.client_capabilities().is_some_and(|c| c.supports_tasks());
         if support == TaskSupport::Required && !declared {
             return Err(McpError::missing_required_client_capability(
                 ClientCapabilities::builder().enable_tasks().build(),
@@ -765,25 +759,19 @@ impl GatewayHandler {
         let (record, stop) = tasks
             .create(&principal, session.id().as_str(), &request.name, &call_id)
             .await?;
-        let done = CancellationToken::new();
-        tasks.watch(&principal, &record.task.task_id, stop.clone(), done.clone());
         let task = record.task.clone();
         let handler = self.clone();
+        let cancel = stop.clone();
+        let id = call_id.clone();
+        let work = async move {
+            handler
+                .run(request, context, &session, stateless, &id, Some(cancel))
+                .await
+        };
+        let running = tasks.run(principal, record, stop, work);
         tokio::spawn(async move {
-            let _watching = done.drop_guard();
-            let id = call_id.clone();
-            // Its own task, so a panic in the pipeline is a failed task, not a silent one.
-            let run = tokio::spawn(async move {
-                handler
-                    .run(request, context, &session, stateless, &id, Some(stop))
-                    .await
-            });
-            let end = match run.await {
-                Ok(result) => tasks::end_of(result),
-                Err(e) => tasks::End::Failed(McpError::internal_error(format!("the task's call failed: {e}"), None)),
-            };
+            let _ = running.await;
             elicit.forget(&call_id);
-            tasks.finish(&principal, record, end).await;
         });
         Ok(CallToolResponse::Task(CreateTaskResult::new(task)))
     }

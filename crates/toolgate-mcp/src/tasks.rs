@@ -307,6 +307,32 @@ impl Tasks {
         record
     }
 
+    /// Runs a task's call: `work` in a task of its own (a panic in it fails the task instead of
+    /// losing it), stopped by a cancel given to any replica; its end recorded on the task. The
+    /// handle gives the task as recorded.
+    pub fn run<F>(
+        self: &Arc<Self>,
+        principal: String,
+        record: Record,
+        stop: CancellationToken,
+        work: F,
+    ) -> tokio::task::JoinHandle<Record>
+    where
+        F: std::future::Future<Output = CallToolResult> + Send + 'static,
+    {
+        let tasks = self.clone();
+        let done = CancellationToken::new();
+        self.watch(&principal, &record.task.task_id, stop, done.clone());
+        tokio::spawn(async move {
+            let _watching = done.drop_guard();
+            let end = match tokio::spawn(work).await {
+                Ok(result) => end_of(result),
+                Err(e) => End::Failed(McpError::internal_error(format!("the task's call failed: {e}"), None)),
+            };
+            tasks.finish(&principal, record, end).await
+        })
+    }
+
     /// Stops every task this replica runs (the gateway's shutdown).
     pub fn cancel_all(&self) {
         for stop in self.running().values() {
