@@ -373,7 +373,12 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             (None, true) => toolgate_mcp::Via::Deny,
         };
         let queue = toolgate_mcp::Queue::new(store.clone());
+        let proxy = hub.clone().map(toolgate_mcp::proxy::Proxy::new);
         let gateway = toolgate_mcp::Gateway::new(engine.clone(), hub, factory, via, Some(queue.clone()));
+        // The upstreams' prompts, resources, completions and log level, beside their tools.
+        if let Some(proxy) = proxy {
+            gateway.set_extension(Arc::new(proxy)).map_err(|e| anyhow!("{e}"))?;
+        }
         let mut principal_rules = std::collections::HashMap::new();
         for (name, rules) in &config.principals {
             let subject_of = |n: &str| engine.registry().registered(n).map(|e| e.tool().spec().subject.clone());

@@ -85,6 +85,8 @@ pub struct Hub {
     /// Bumped after every report of a server (up, down, tools changed or not): tests and
     /// clients wait on it.
     version: watch::Sender<u64>,
+    /// The servers (their connections serve prompts and resources too, see `proxy`).
+    upstreams: Vec<Arc<Upstream>>,
 }
 
 impl std::fmt::Debug for Hub {
@@ -105,6 +107,7 @@ impl Hub {
         servers: Vec<Upstream>,
     ) -> Arc<Self> {
         let (version, _) = watch::channel(0);
+        let servers: Vec<Arc<Upstream>> = servers.into_iter().map(Arc::new).collect();
         let hub = Arc::new(Self {
             engine,
             base,
@@ -122,13 +125,13 @@ impl Hub {
             shutdown: CancellationToken::new(),
             supervisors: Mutex::new(Vec::new()),
             version,
+            upstreams: servers.clone(),
         });
         let (tx, mut rx) = mpsc::unbounded_channel();
         let mut pending: std::collections::BTreeSet<String> = servers.iter().map(|s| s.name().to_owned()).collect();
         {
             let mut supervisors = hub.supervisors.lock().unwrap_or_else(|p| p.into_inner());
             for server in servers {
-                let server = Arc::new(server);
                 supervisors.push(tokio::spawn(server.supervise(tx.clone(), hub.shutdown.clone())));
             }
         }
@@ -147,6 +150,11 @@ impl Hub {
             }
         });
         hub
+    }
+
+    /// The servers.
+    pub fn upstreams(&self) -> &[Arc<Upstream>] {
+        &self.upstreams
     }
 
     /// Each server's state.

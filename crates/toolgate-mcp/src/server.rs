@@ -32,9 +32,9 @@ use toolgate_core::tool::{ProgressSink, TaskSupport};
 use toolgate_core::{Answer, Engine, Format, Outcome, Session, SessionOptions, TurnOptions};
 
 /// What a gateway serves besides its governed tools: prompts, resources, completion, log
-/// levels. toolgate itself serves tools only (upstream prompts and resources are not proxied
-/// yet), so nothing implements this in the product; it is the hook for embedders and for the
-/// MCP conformance fixture. Every method defaults to what a server without the feature answers.
+/// levels. `toolgate serve` sets the upstream servers' ([`crate::proxy::Proxy`]); an embedder
+/// can set its own, as the MCP conformance fixture does. Every method defaults to what a server
+/// without the feature answers.
 #[async_trait]
 pub trait Extension: Send + Sync {
     /// Declares what it serves in the capabilities `initialize` answers with.

@@ -509,6 +509,16 @@ impl Upstream {
         &self.name
     }
 
+    /// Whether its names are served as they are (`unprefixed = true`).
+    pub fn unprefixed(&self) -> bool {
+        self.config.unprefixed
+    }
+
+    /// The client of its current connection, when connected.
+    pub(crate) fn peer(&self) -> Option<Peer<RoleClient>> {
+        self.link.conn().ok().map(|c| c.peer.clone())
+    }
+
     /// Runs the server until `shutdown`: connects, reports its tools, re-lists them on
     /// `list_changed`, restarts it with backoff when it exits. The first report (tools or
     /// failure) comes after the first attempt.
