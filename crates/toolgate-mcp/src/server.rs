@@ -448,27 +448,41 @@ impl Gateway {
                 )
             })?),
         };
-        let mut list = self.engine.tool_list(Format::Mcp, &TurnOptions::default());
-        let mut tools = match list["tools"].take() {
-            Value::Array(tools) => tools,
-            _ => Vec::new(),
-        };
-        tools.sort_by(|a, b| a["name"].as_str().cmp(&b["name"].as_str()));
-        let start = match after {
-            Some(after) => tools.partition_point(|t| t["name"].as_str().is_some_and(|n| n <= after)),
+        // Only the page's tools are built: the names are sorted, and the tools after the cursor
+        // are built a page's worth at a time until the page is full (a tool hidden this turn
+        // takes no room), so listing 10,000 tools page by page never builds the whole list.
+        let registry = self.engine.registry();
+        let mut names: Vec<&str> = registry.entries().map(|e| e.provider_name()).collect();
+        names.sort_unstable();
+        let mut next_name = match after {
+            Some(after) => names.partition_point(|n| *n <= after),
             None => 0,
         };
         let mut page = Vec::new();
         let mut bytes = 0;
-        for tool in tools.iter().skip(start) {
-            let size = tool.to_string().len();
-            if !page.is_empty() && (page.len() >= PAGE_TOOLS || bytes + size > PAGE_BYTES) {
-                break;
+        let mut more = false;
+        'fill: while next_name < names.len() {
+            let chunk = &names[next_name..(next_name + PAGE_TOOLS).min(names.len())];
+            next_name += chunk.len();
+            let wanted: std::collections::HashSet<&str> = chunk.iter().copied().collect();
+            let mut list = self
+                .engine
+                .tool_list_of(Format::Mcp, &TurnOptions::default(), &|n| wanted.contains(n));
+            let mut tools = match list["tools"].take() {
+                Value::Array(tools) => tools,
+                _ => Vec::new(),
+            };
+            tools.sort_by(|a, b| a["name"].as_str().cmp(&b["name"].as_str()));
+            for tool in tools {
+                let size = tool.to_string().len();
+                if !page.is_empty() && (page.len() >= PAGE_TOOLS || bytes + size > PAGE_BYTES) {
+                    more = true;
+                    break 'fill;
+                }
+                bytes += size;
+                page.push(tool);
             }
-            bytes += size;
-            page.push(tool.clone());
         }
-        let more = start + page.len() < tools.len();
         let next = page
             .last()
             .and_then(|t| t["name"].as_str())

@@ -32,6 +32,12 @@ impl Engine {
     /// The schemas of the tools exposed this turn, in a provider's format, sorted by name: the
     /// allowlist, feature flags and each tool's own assembly for this turn applied.
     pub fn tool_list(&self, format: Format, options: &TurnOptions) -> Value {
+        self.tool_list_of(format, options, &|_| true)
+    }
+
+    /// [`Engine::tool_list`] of the tools whose provider name `keep` accepts: a page of a long
+    /// list builds only its own tools.
+    pub fn tool_list_of(&self, format: Format, options: &TurnOptions, keep: &dyn Fn(&str) -> bool) -> Value {
         let turn = TurnState::new(
             TurnOptions {
                 format: options.format.or(Some(format)),
@@ -42,6 +48,7 @@ impl Engine {
         let shown: Vec<(&Entry, Shown)> = turn
             .registry
             .entries()
+            .filter(|e| keep(e.provider_name()))
             .filter_map(|e| self.shown(e, &turn).ok().map(|x| (e, x)))
             .collect();
         let views: Vec<ToolView<'_>> = shown
