@@ -122,6 +122,19 @@ enum Command {
     /// Serves the governed tools (built-in and upstream MCP servers') as an MCP server, over
     /// streamable HTTP at /mcp with the REST API beside it, or over stdio.
     Serve(serve::ServeArgs),
+    /// Signs in to an upstream MCP server over OAuth 2.1 (the authorization URL goes to
+    /// `$BROWSER`, or is printed; the code comes back on a loopback redirect) and keeps its
+    /// tokens in the store.
+    Login {
+        /// The server's name in `[mcp_servers]`.
+        server: String,
+        /// A scope to ask for beside those the server names (repeatable).
+        #[arg(long = "scope", value_name = "SCOPE")]
+        scopes: Vec<String>,
+        /// Forgets the server's tokens instead.
+        #[arg(long)]
+        logout: bool,
+    },
 }
 
 fn main() -> ExitCode {
@@ -158,6 +171,54 @@ fn main() -> ExitCode {
     // The spans of the last calls (a server's shutdown included) leave before the exit.
     telemetry.shutdown();
     code
+}
+
+/// `toolgate login SERVER`: an OAuth sign-in (or a client credentials grant) for one upstream
+/// HTTP server, its tokens kept in the store that `serve` and the other commands read.
+async fn login(
+    server: &str,
+    scopes: &[String],
+    logout: bool,
+    upstreams: &[toolgate_mcp::Upstream],
+    store: Arc<dyn Store>,
+) -> Result<ExitCode> {
+    let Some(upstream) = upstreams.iter().find(|u| u.name() == server) else {
+        let names: Vec<&str> = upstreams.iter().map(toolgate_mcp::Upstream::name).collect();
+        if names.is_empty() {
+            bail!("no MCP server named {server:?}: the configuration has no [mcp_servers]");
+        }
+        bail!("no MCP server named {server:?} (configured: {})", names.join(", "));
+    };
+    let Some(oauth) = upstream.oauth() else {
+        bail!("{server} is not an HTTP server without an Authorization header: it has no OAuth sign-in");
+    };
+    oauth.set_store(store.clone());
+    if logout {
+        oauth.logout().await.map_err(|e| anyhow!("{e}"))?;
+        store
+            .flush()
+            .await
+            .map_err(|e| anyhow!("cannot write the store: {e}"))?;
+        println!("{server}: tokens forgotten");
+        return Ok(ExitCode::SUCCESS);
+    }
+    oauth.set_interactive(toolgate_mcp::oauth::Opener::from_env());
+    oauth.begin_login(scopes).await;
+    // A session with the server, through the path `serve` uses: wherever the server answers
+    // 401 or 403, the sign-in runs (the person has five minutes).
+    let listed = upstream
+        .check(std::time::Duration::from_secs(330))
+        .await
+        .map_err(|e| anyhow!("{e}"))?;
+    store
+        .flush()
+        .await
+        .map_err(|e| anyhow!("cannot write the store: {e}"))?;
+    match oauth.summary() {
+        Some(done) => println!("{done}; {listed} tools listed"),
+        None => println!("{server} did not ask for authorization ({listed} tools listed): nothing to sign in to"),
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 fn one_line(s: &str) -> String {
@@ -265,6 +326,10 @@ async fn run(cli: Cli) -> Result<ExitCode> {
         .check()
         .map_err(|e| anyhow!("invalid configuration: {e}"))?;
     let store = match &cli.command {
+        // Upstream servers' OAuth tokens are in the store.
+        Command::Tools { .. } if !upstreams.is_empty() => {
+            Some(open_store(cli.store.as_deref(), &config, &engine_config, false, None).await?)
+        }
         Command::Tools { .. } | Command::Trust { .. } | Command::Parse { .. } => None,
         // A full result behind a `read_result` handle is reachable only from its session: without
         // `--session` no later process can name it, so it stays in this process, not the store.
@@ -280,6 +345,9 @@ async fn run(cli: Cli) -> Result<ExitCode> {
     };
     if let (Command::Audit(args), Some(store)) = (&cli.command, &store) {
         return audit::run(args, cli.session.as_deref(), store.as_ref()).await;
+    }
+    if let (Command::Login { server, scopes, logout }, Some(store)) = (&cli.command, &store) {
+        return login(server, scopes, *logout, &upstreams, store.clone()).await;
     }
     let mut engine = Engine::new(registry, engine_config).with_hooks(hooks);
     let ui = match &cli.command {
@@ -435,7 +503,11 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             Some(ui) => agent::run(args, &config.agent, engine.clone(), session.clone(), ui).await,
             None => Ok(ExitCode::from(2)),
         },
-        Command::Trust { .. } | Command::Audit(_) | Command::Serve(_) | Command::Approvals(_) => Ok(ExitCode::SUCCESS),
+        Command::Trust { .. }
+        | Command::Login { .. }
+        | Command::Audit(_)
+        | Command::Serve(_)
+        | Command::Approvals(_) => Ok(ExitCode::SUCCESS),
     };
     // A named session's guards are its state: the next `exec --session` takes up from here.
     if named && let Err(e) = session.save_guards().await {

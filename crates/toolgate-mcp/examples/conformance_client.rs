@@ -12,6 +12,7 @@ use std::time::Duration;
 use toolgate_core::permit::Policy;
 use toolgate_core::store::{MemoryStore, Store};
 use toolgate_core::{CallId, Engine, EngineConfig, Outcome, Registry, Session, SessionOptions, ToolCall, TurnOptions};
+use toolgate_mcp::oauth::{Grant, OAuthConfig, Opener};
 use toolgate_mcp::{Hub, ServerConfig, ServerState, Upstream};
 
 const SERVER: &str = "conformance";
@@ -38,13 +39,41 @@ async fn run() -> Result<(), String> {
     let config = ServerConfig {
         url: Some(url),
         enabled: true,
+        oauth: Some(oauth_config(&scenario)?),
         ..ServerConfig::default()
     };
     let upstream = Upstream::new(SERVER, config, std::env::temp_dir(), Duration::from_secs(30))?;
+    // A person is at hand: the authorization URL goes to `$BROWSER` (the conformance script
+    // gives one that follows the authorization server's redirect to toolgate's loopback).
+    if let Some(oauth) = upstream.oauth() {
+        oauth.set_interactive(Opener::from_env());
+    }
     let hub = Hub::start(engine.clone(), Vec::new(), store.clone(), vec![upstream]).await;
     let result = drive(&engine, &hub, store, &scenario).await;
     hub.shutdown(Duration::from_secs(5)).await;
     result
+}
+
+/// `[mcp_servers.conformance.oauth]` as a user would write it for the scenario: the client
+/// the suite registered beforehand (`MCP_CONFORMANCE_CONTEXT`), the client credentials grant for
+/// its `client-credentials` scenarios, and the URL of a client ID metadata document.
+fn oauth_config(scenario: &str) -> Result<OAuthConfig, String> {
+    let context: Value = match std::env::var("MCP_CONFORMANCE_CONTEXT") {
+        Ok(raw) => serde_json::from_str(&raw).map_err(|e| format!("MCP_CONFORMANCE_CONTEXT is not JSON: {e}"))?,
+        Err(_) => Value::Null,
+    };
+    let text = |k: &str| context.get(k).and_then(Value::as_str).map(str::to_string);
+    Ok(OAuthConfig {
+        client_id: text("client_id"),
+        client_secret: text("client_secret"),
+        client_metadata_url: Some("https://conformance-test.local/client-metadata.json".into()),
+        grant: if scenario.starts_with("auth/client-credentials") {
+            Grant::ClientCredentials
+        } else {
+            Grant::AuthorizationCode
+        },
+        ..OAuthConfig::default()
+    })
 }
 
 async fn drive(engine: &Arc<Engine>, hub: &Arc<Hub>, store: Arc<dyn Store>, scenario: &str) -> Result<(), String> {

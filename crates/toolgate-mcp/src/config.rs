@@ -50,6 +50,10 @@ pub struct ServerConfig {
     /// of a gateway; a tool named like a built-in one replaces it).
     #[serde(default)]
     pub unprefixed: bool,
+    /// OAuth for an HTTP server (`[mcp_servers.NAME.oauth]`): a pre-registered client, client
+    /// credentials, scopes. Without it a server that answers 401 is still authorized, with
+    /// dynamic client registration and `toolgate login NAME`.
+    pub oauth: Option<crate::oauth::OAuthConfig>,
 }
 
 fn yes() -> bool {
@@ -109,6 +113,14 @@ impl ServerConfig {
             return Err(format!(
                 "mcp_servers.{name}: `args`, `env` and `cwd` are for stdio servers, not with `url`"
             ));
+        }
+        if self.command.is_some() && self.oauth.is_some() {
+            return Err(format!(
+                "mcp_servers.{name}: `oauth` is for HTTP servers, not with `command`"
+            ));
+        }
+        if let Some(oauth) = &self.oauth {
+            oauth.validate(name)?;
         }
         if self.command.is_some() && !self.headers.is_empty() {
             return Err(format!(

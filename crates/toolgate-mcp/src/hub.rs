@@ -108,6 +108,11 @@ impl Hub {
     ) -> Arc<Self> {
         let (version, _) = watch::channel(0);
         let servers: Vec<Arc<Upstream>> = servers.into_iter().map(Arc::new).collect();
+        for server in &servers {
+            if let Some(oauth) = server.oauth() {
+                oauth.set_store(store.clone());
+            }
+        }
         let hub = Arc::new(Self {
             engine,
             base,

@@ -15,6 +15,7 @@ pub mod http;
 pub mod hub;
 pub mod legacy;
 pub mod metrics;
+pub mod oauth;
 pub mod proxy;
 pub mod server;
 pub mod sessions;

@@ -447,6 +447,8 @@ pub struct Upstream {
     workspace: PathBuf,
     link: Arc<Link>,
     generation: AtomicU64,
+    /// OAuth, for an HTTP server not given an `Authorization` header.
+    oauth: Option<Arc<crate::oauth::OAuth>>,
 }
 
 impl std::fmt::Debug for Upstream {
@@ -484,6 +486,12 @@ impl Upstream {
             timeout: config.timeout_resets_on_progress.then_some(per_call),
             max_total,
         });
+        let oauth = match &endpoint {
+            Endpoint::Http { url } if !config.headers.keys().any(|k| k.eq_ignore_ascii_case("authorization")) => {
+                Some(Arc::new(crate::oauth::OAuth::new(name, url, config.oauth.clone())?))
+            }
+            _ => None,
+        };
         Ok(Self {
             name: name.to_owned(),
             config,
@@ -491,6 +499,7 @@ impl Upstream {
             workspace,
             link,
             generation: AtomicU64::new(0),
+            oauth,
         })
     }
 
@@ -502,6 +511,11 @@ impl Upstream {
         } else {
             format!("{}__{tool}", self.name)
         }
+    }
+
+    /// Its OAuth client (an HTTP server without a configured `Authorization` header).
+    pub fn oauth(&self) -> Option<&Arc<crate::oauth::OAuth>> {
+        self.oauth.as_ref()
     }
 
     /// The server's name.
@@ -608,6 +622,20 @@ impl Upstream {
         }
     }
 
+    /// Connects once, lists the server's tools and hangs up: the number of tools. With an
+    /// interactive OAuth client, this is a sign-in wherever the server asks for one.
+    pub async fn check(&self, within: Duration) -> Result<usize, String> {
+        let attempt = async {
+            let (stop, conn) = self.connect().await?;
+            let listed = conn.peer.list_all_tools().await.map_err(|e| e.to_string());
+            stop.cancel();
+            listed.map(|tools| tools.len())
+        };
+        tokio::time::timeout(within, attempt)
+            .await
+            .map_err(|_| format!("{} did not answer within {} s", self.name, within.as_secs()))?
+    }
+
     fn take_down(&self, why: &str) {
         *self.link.down.lock().unwrap_or_else(|p| p.into_inner()) = why.to_owned();
         if let Some(conn) = self.link.current.write().unwrap_or_else(|p| p.into_inner()).take() {
@@ -704,8 +732,20 @@ impl Upstream {
                     .pool_idle_timeout(Duration::from_secs(90))
                     .build()
                     .map_err(|e| format!("cannot build an HTTP client: {e}"))?;
-                let transport = rmcp::transport::StreamableHttpClientTransport::with_client(client, config);
-                handler.serve(transport).await.map_err(|e| e.to_string())?
+                match &self.oauth {
+                    Some(oauth) => {
+                        let client = crate::oauth::AuthedHttp {
+                            inner: client,
+                            oauth: oauth.clone(),
+                        };
+                        let transport = rmcp::transport::StreamableHttpClientTransport::with_client(client, config);
+                        handler.serve(transport).await.map_err(|e| e.to_string())?
+                    }
+                    None => {
+                        let transport = rmcp::transport::StreamableHttpClientTransport::with_client(client, config);
+                        handler.serve(transport).await.map_err(|e| e.to_string())?
+                    }
+                }
             }
         };
         let closed = CancellationToken::new();
