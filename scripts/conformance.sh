@@ -5,8 +5,11 @@
 #     the gateway serving the suite's fixture tools, prompts and resources (the example
 #     `conformance_server`: toolgate's router and pipeline, test fixtures only);
 #   - the tasks extension's server scenarios against the same server;
-#   - its client scenarios initialize, tools_call and sse-retry against toolgate's MCP client
-#     (the example `conformance_client`, given each scenario's URL).
+#   - its client scenarios initialize, tools_call, sse-retry and the auth/* scenarios against
+#     toolgate's MCP client (the example `conformance_client`, given each scenario's URL: the
+#     library path `serve` connects upstreams with);
+#   - auth scenarios against the shipped binary (`scripts/conformance-login-client`: `toolgate
+#     login`, then `toolgate tools` and `toolgate call` reading the tokens from the store).
 # Installs the suite into .cache/ (idempotent), writes the results under target/conformance/,
 # prints the pass counts, and exits non-zero when any scenario fails.
 set -euo pipefail
@@ -22,6 +25,7 @@ export PATH="$dest/node_modules/.bin:$PATH"
 echo "conformance $suite_version on node $(node --version)"
 
 cargo build --quiet --release -p toolgate-mcp --example conformance_server --example conformance_client
+cargo build --quiet --release -p toolgate-cli --bin toolgate
 bin="$root/target/release/examples"
 out="$root/target/conformance"
 rm -rf "$out"
@@ -66,15 +70,43 @@ for scenario in tasks-lifecycle tasks-capability-negotiation tasks-wire-fields t
 done
 kill "$server_pid" 2>/dev/null || true
 
-echo "== client scenarios against toolgate's MCP client"
-for scenario in initialize tools_call sse-retry; do
-  if conformance client --command "$bin/conformance_client" --scenario "$scenario" -o "$out/client" \
-    > "$out/client-$scenario.log" 2>&1; then
-    echo "✓ $scenario: $(grep -E '^Passed:' "$out/client-$scenario.log" | tail -1)"
+# Client scenarios. The authorization server of the auth scenarios redirects at once: the
+# "browser" toolgate opens (`$BROWSER`) is curl following that redirect to toolgate's loopback.
+export BROWSER="curl -fsSL -o /dev/null"
+client_scenario() { # LABEL COMMAND SCENARIO
+  local label="$1" command="$2" scenario="$3" log
+  log="$out/client-$label-${scenario//\//_}.log"
+  if conformance client --command "$command" --scenario "$scenario" -o "$out/client" > "$log" 2>&1 \
+    && grep -qE '^Passed: [0-9]+/[0-9]+, 0 failed' "$log"; then
+    echo "✓ $scenario: $(grep -E '^Passed:' "$log" | tail -1)"
   else
     status=1
     echo "✗ $scenario"
-    tail -20 "$out/client-$scenario.log"
+    tail -20 "$log"
   fi
+}
+# Every client scenario the 2025-11-25 revision requires, the
+# client credentials extension, the 2025-03-26 fallbacks, and the attacks of the draft revision
+# a client must refuse (a wrong or missing `iss`, a metadata issuer or resource of another
+# server).
+auth_scenarios="auth/metadata-default auth/metadata-var1 auth/metadata-var2 auth/metadata-var3 auth/basic-cimd
+  auth/scope-from-www-authenticate auth/scope-from-scopes-supported auth/scope-omitted-when-undefined
+  auth/scope-step-up auth/scope-retry-limit auth/token-endpoint-auth-basic auth/token-endpoint-auth-post
+  auth/token-endpoint-auth-none auth/pre-registration auth/client-credentials-basic
+  auth/2025-03-26-oauth-metadata-backcompat auth/2025-03-26-oauth-endpoint-fallback
+  auth/iss-supported-missing auth/iss-wrong-issuer auth/iss-unexpected auth/iss-normalized
+  auth/metadata-issuer-mismatch auth/resource-mismatch"
+echo "== client scenarios against toolgate's MCP client (the library, as serve connects upstreams)"
+for scenario in initialize tools_call sse-retry elicitation-sep1034-client-defaults $auth_scenarios; do
+  client_scenario lib "$bin/conformance_client" "$scenario"
+done
+# The same auth scenarios through the shipped binary: `toolgate login`, then `toolgate tools`
+# and `toolgate call` in new processes with the tokens from the SQLite store.
+echo "== auth scenarios against the toolgate binary (login, then tools and call)"
+export TOOLGATE_BIN="$root/target/release/toolgate"
+for scenario in auth/metadata-default auth/metadata-var2 auth/metadata-var3 auth/basic-cimd auth/scope-step-up \
+  auth/token-endpoint-auth-basic auth/token-endpoint-auth-post auth/pre-registration auth/client-credentials-basic \
+  auth/iss-wrong-issuer auth/resource-mismatch; do
+  client_scenario bin "$root/scripts/conformance-login-client" "$scenario"
 done
 exit "$status"

@@ -9,10 +9,13 @@ use serde_json::{Value, json};
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
+use toolgate_core::SessionId;
 use toolgate_core::permit::Policy;
 use toolgate_core::store::{MemoryStore, Store};
 use toolgate_core::{CallId, Engine, EngineConfig, Outcome, Registry, Session, SessionOptions, ToolCall, TurnOptions};
 use toolgate_mcp::oauth::{Grant, OAuthConfig, Opener};
+use toolgate_mcp::relay::Relay;
+use toolgate_mcp::rmcp;
 use toolgate_mcp::{Hub, ServerConfig, ServerState, Upstream};
 
 const SERVER: &str = "conformance";
@@ -48,10 +51,39 @@ async fn run() -> Result<(), String> {
     if let Some(oauth) = upstream.oauth() {
         oauth.set_interactive(Opener::from_env());
     }
+    // The server's elicitations go to a person who accepts each form as it is shown, prefilled
+    // with its defaults; toolgate's client fills those into the answer (SEP-1034). In `serve`
+    // they go to the calling client instead.
+    upstream.set_relay(Arc::new(AcceptAsShown));
     let hub = Hub::start(engine.clone(), Vec::new(), store.clone(), vec![upstream]).await;
     let result = drive(&engine, &hub, store, &scenario).await;
     hub.shutdown(Duration::from_secs(5)).await;
     result
+}
+
+/// A person at the client who accepts every form unchanged and has no model to sample.
+struct AcceptAsShown;
+
+#[async_trait::async_trait]
+#[allow(deprecated)] // sampling: deprecated by the 2026-07-28 draft, part of 2025-11-25
+impl Relay for AcceptAsShown {
+    async fn elicit(
+        &self,
+        _: &str,
+        _: &SessionId,
+        _: rmcp::model::ElicitRequestParams,
+    ) -> Result<rmcp::model::ElicitResult, rmcp::ErrorData> {
+        Ok(rmcp::model::ElicitResult::new(rmcp::model::ElicitationAction::Accept))
+    }
+
+    async fn sample(
+        &self,
+        _: &str,
+        _: &SessionId,
+        _: rmcp::model::CreateMessageRequestParams,
+    ) -> Result<rmcp::model::CreateMessageResult, rmcp::ErrorData> {
+        Err(rmcp::ErrorData::invalid_request("no model here", None))
+    }
 }
 
 /// `[mcp_servers.conformance.oauth]` as a user would write it for the scenario: the client

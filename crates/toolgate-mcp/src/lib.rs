@@ -17,6 +17,7 @@ pub mod legacy;
 pub mod metrics;
 pub mod oauth;
 pub mod proxy;
+pub mod relay;
 pub mod server;
 pub mod sessions;
 pub mod tasks;

@@ -183,6 +183,9 @@ impl Gateway {
             tasks: OnceLock::new(),
         });
         if let Some(hub) = hub {
+            for upstream in hub.upstreams() {
+                upstream.set_relay(Arc::new(crate::relay::ToClients(Arc::downgrade(&gateway))));
+            }
             let weak = Arc::downgrade(&gateway);
             hub.on_change(move || {
                 if let Some(g) = weak.upgrade() {
@@ -308,6 +311,16 @@ impl Gateway {
             .get(session.as_str())
             .filter(|p| !p.is_transport_closed())
             .cloned()
+    }
+
+    /// A live session by its id.
+    pub(crate) fn live_session(&self, id: &toolgate_core::SessionId) -> Option<Arc<Session>> {
+        self.live
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .filter_map(std::sync::Weak::upgrade)
+            .find(|s| s.id() == id)
     }
 
     /// Tells every connected client that the tool list changed.

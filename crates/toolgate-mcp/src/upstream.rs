@@ -4,6 +4,7 @@
 
 use crate::config::{Endpoint, ServerConfig};
 use crate::tool::{McpTool, ToolDef};
+use rmcp::ErrorData as McpError;
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CancelledNotification, CancelledNotificationParam, ClientNotification,
     ClientRequest, NumberOrString, ProgressNotificationParam, ServerResult,
@@ -14,12 +15,12 @@ use serde_json::Value;
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::time::Duration;
 use tokio::sync::{Notify, mpsc};
 use tokio_util::sync::CancellationToken;
-use toolgate_core::ToolError;
 use toolgate_core::tool::{Progress, ProgressSink, ToolContext, ToolOutput};
+use toolgate_core::{SessionId, ToolError};
 
 /// An upstream tool that is not served: its name as it would be registered, and why.
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
@@ -110,6 +111,27 @@ pub struct Link {
     /// With `resets_on_progress`: the resettable timer's length.
     pub(crate) timeout: Option<Duration>,
     pub(crate) max_total: Duration,
+    /// Where the server's requests to its client go (the gateway's clients), once set.
+    pub(crate) relay: OnceLock<Arc<dyn crate::relay::Relay>>,
+    /// The session of each call in flight here, by a number of its own.
+    callers: Mutex<HashMap<u64, SessionId>>,
+    next_caller: AtomicU64,
+}
+
+/// Forgets a call in flight when it ends, however it ends.
+struct CallerGuard<'a> {
+    link: &'a Link,
+    n: u64,
+}
+
+impl Drop for CallerGuard<'_> {
+    fn drop(&mut self) {
+        self.link
+            .callers
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&self.n);
+    }
 }
 
 /// One live connection.
@@ -136,6 +158,24 @@ fn token_key(token: &NumberOrString) -> String {
 }
 
 impl Link {
+    fn enter(&self, session: &SessionId) -> CallerGuard<'_> {
+        let n = self.next_caller.fetch_add(1, Ordering::Relaxed);
+        self.callers
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(n, session.clone());
+        CallerGuard { link: self, n }
+    }
+
+    /// The session every call in flight here belongs to; `None` when there is none, or when
+    /// calls of several sessions are in flight (a server request could be any one's).
+    fn caller(&self) -> Option<SessionId> {
+        let callers = self.callers.lock().unwrap_or_else(|p| p.into_inner());
+        let mut sessions = callers.values();
+        let first = sessions.next()?.clone();
+        sessions.all(|s| *s == first).then_some(first)
+    }
+
     fn conn(&self) -> Result<Arc<Conn>, ToolError> {
         if let Some(conn) = self.current.read().unwrap_or_else(|p| p.into_inner()).clone()
             && !conn.closed.is_cancelled()
@@ -180,6 +220,7 @@ impl Link {
             params.meta = Some(meta);
         }
         let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
+        let _caller = self.enter(&ctx.session_id);
         let handle = conn
             .peer
             .send_cancellable_request(request, PeerRequestOptions::no_options())
@@ -430,12 +471,50 @@ impl ClientHandler for Handler {
         self.link.progress(params);
     }
 
+    #[allow(deprecated)] // sampling: deprecated by the 2026-07-28 draft, part of 2025-11-25
     fn get_info(&self) -> rmcp::model::ClientConfig {
         let mut info = rmcp::model::ClientConfig::default();
         info.client_info = rmcp::model::Implementation::new("toolgate", env!("CARGO_PKG_VERSION"));
-        // toolgate follows an upstream task to its end (`Link::follow`).
-        info.capabilities = rmcp::model::ClientCapabilities::builder().enable_tasks().build();
+        // toolgate follows an upstream task to its end (`Link::follow`); it sends elicitation
+        // and sampling on to the calling client (`relay`).
+        info.capabilities = rmcp::model::ClientCapabilities::builder()
+            .enable_tasks()
+            .enable_elicitation()
+            .enable_sampling()
+            .build();
         info
+    }
+
+    async fn create_elicitation(
+        &self,
+        request: rmcp::model::ElicitRequestParams,
+        _: rmcp::service::RequestContext<RoleClient>,
+    ) -> Result<rmcp::model::ElicitResult, McpError> {
+        let server = &self.link.server;
+        let decline = || rmcp::model::ElicitResult::new(rmcp::model::ElicitationAction::Decline);
+        let (Some(relay), Some(session)) = (self.link.relay.get(), self.link.caller()) else {
+            tracing::info!(server = %server, "declined an elicitation: no single client's call is in flight there");
+            return Ok(decline());
+        };
+        let mut result = relay.elicit(server, &session, request.clone()).await?;
+        crate::relay::apply_defaults(&request, &mut result);
+        Ok(result)
+    }
+
+    #[allow(deprecated)] // sampling: deprecated by the 2026-07-28 draft, part of 2025-11-25
+    async fn create_message(
+        &self,
+        request: rmcp::model::CreateMessageRequestParams,
+        _: rmcp::service::RequestContext<RoleClient>,
+    ) -> Result<rmcp::model::CreateMessageResult, McpError> {
+        let server = &self.link.server;
+        let (Some(relay), Some(session)) = (self.link.relay.get(), self.link.caller()) else {
+            return Err(McpError::invalid_request(
+                format!("toolgate has no client to sample for {server}: no single client's call is in flight"),
+                None,
+            ));
+        };
+        relay.sample(server, &session, request).await
     }
 }
 
@@ -485,6 +564,9 @@ impl Upstream {
             tool_timeout: timeout,
             timeout: config.timeout_resets_on_progress.then_some(per_call),
             max_total,
+            relay: OnceLock::new(),
+            callers: Mutex::new(HashMap::new()),
+            next_caller: AtomicU64::new(0),
         });
         let oauth = match &endpoint {
             Endpoint::Http { url } if !config.headers.keys().any(|k| k.eq_ignore_ascii_case("authorization")) => {
@@ -511,6 +593,11 @@ impl Upstream {
         } else {
             format!("{}__{tool}", self.name)
         }
+    }
+
+    /// Sends the server's elicitation and sampling requests to `relay` (once).
+    pub fn set_relay(&self, relay: Arc<dyn crate::relay::Relay>) {
+        let _ = self.link.relay.set(relay);
     }
 
     /// Its OAuth client (an HTTP server without a configured `Authorization` header).
