@@ -469,7 +469,13 @@ impl Known<'_> {
         }
         if name.contains(['*', '?', '[']) {
             let glob = toolgate_core::rules::Rule::parse(name)?;
-            let fits_server = self.servers.iter().any(|s| glob.names_tool(&format!("{s}__x")));
+            // A pattern fits a server when it names a tool of it: `every__*`, or one whose
+            // literal start is inside the server's names (`every__trigger-*`).
+            let literal = name.split(['*', '?', '[']).next().unwrap_or_default();
+            let fits_server = self.servers.iter().any(|s| {
+                let prefix = format!("{s}__");
+                glob.names_tool(&format!("{prefix}x")) || (literal.starts_with(&prefix) && literal.len() > prefix.len())
+            });
             if fits_server || builtins.iter().any(|b| glob.names_tool(b)) {
                 return Ok(());
             }

@@ -376,6 +376,10 @@ async fn run(cli: Cli) -> Result<ExitCode> {
         let registry = engine.registry();
         for (name, written) in &mcp_rules {
             let server = name.split("__").next().unwrap_or_default();
+            // An upstream's requests to the client are governed under these names.
+            if name.ends_with("__sampling") || name.ends_with("__elicitation") {
+                continue;
+            }
             let ready = matches!(hub.servers().get(server), Some(toolgate_mcp::ServerState::Ready { .. }));
             if ready && registry.registered(name).is_none() {
                 let prefix = format!("{server}__");

@@ -526,6 +526,7 @@ fn rules_that_can_never_match_are_configuration_errors_with_a_hint() {
         ("exec_shel(ls)", "did you mean \"exec_shell\"?"),
         ("github__create_issue", "no MCP server \"github\" is configured"),
         ("zzz*", "matches no built-in tool"),
+        ("github__create*", "matches no built-in tool"),
     ] {
         let config = ws.path().join("rules.toml");
         std::fs::write(&config, format!("[permissions]\n\ndeny = [{rule:?}]\n")).unwrap();
@@ -572,7 +573,13 @@ fn a_rule_naming_a_tool_its_connected_server_lacks_is_an_error() {
         .unwrap();
     assert_usage_error(&out, "line 2: permissions.allow: the rule \"fx__ehco\" can never match");
     assert_usage_error(&out, "did you mean \"fx__echo\"?");
-    std::fs::write(&config, format!("[permissions]\nallow = [\"fx__echo\"]\n\n{server}")).unwrap();
+    // The names an upstream's sampling and elicitation are governed under, and a pattern over
+    // some of a server's tools, load.
+    std::fs::write(
+        &config,
+        format!("[permissions]\nallow = [\"fx__echo\", \"fx__ec*\"]\ndeny = [\"fx__sampling\", \"fx__elicitation\"]\n\n{server}"),
+    )
+    .unwrap();
     let out = toolgate(ws.path())
         .args(["--store", "memory", "--config"])
         .arg(&config)

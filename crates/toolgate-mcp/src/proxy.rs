@@ -4,8 +4,9 @@
 //! routed back to it. A server that is down, or that does not serve the feature, is left out of
 //! the lists; a request for one of its names fails with a message naming it.
 //!
-//! Not proxied: resource subscriptions (the gateway declares none) and the upstreams' own log
-//! messages.
+//! Resource subscriptions are kept per client: a `resources/subscribe` subscribes at the server
+//! that owns the URI (once, however many clients ask), and its `notifications/resources/updated`
+//! goes to each client subscribed; the last `resources/unsubscribe` ends it there.
 
 use crate::hub::Hub;
 use crate::server::Extension;
@@ -16,7 +17,7 @@ use rmcp::ErrorData as McpError;
 use rmcp::model::{
     CompleteRequestParams, CompleteResult, GetPromptRequestParams, GetPromptResult, ListPromptsResult,
     ListResourceTemplatesResult, ListResourcesResult, ReadResourceRequestParams, ReadResourceResult, Reference,
-    ServerCapabilities, SetLevelRequestParams,
+    ServerCapabilities, SetLevelRequestParams, SubscribeRequestParams, UnsubscribeRequestParams,
 };
 use rmcp::service::{Peer, RequestContext, RoleClient, RoleServer};
 use serde_json::json;
@@ -30,6 +31,10 @@ pub struct Proxy {
     resources: Mutex<HashMap<String, String>>,
     /// A resource template's text before its first `{` → its server.
     templates: Mutex<Vec<(String, String)>>,
+    /// The clients that chose a log level (they get the servers' log lines sent outside a call).
+    log_clients: Mutex<Vec<Peer<RoleServer>>>,
+    /// Resource URI → the clients subscribed to it.
+    subscribers: Mutex<HashMap<String, Vec<Peer<RoleServer>>>>,
 }
 
 impl std::fmt::Debug for Proxy {
@@ -45,6 +50,14 @@ fn failed(server: &str, e: rmcp::ServiceError) -> McpError {
     }
 }
 
+/// Whether two handles are the same client connection (they share its handshake record).
+fn same_client(a: &Peer<RoleServer>, b: &Peer<RoleServer>) -> bool {
+    match (a.peer_info(), b.peer_info()) {
+        (Some(x), Some(y)) => Arc::ptr_eq(&x, &y),
+        _ => false,
+    }
+}
+
 impl Proxy {
     /// Proxies what `hub`'s servers serve.
     pub fn new(hub: Arc<Hub>) -> Self {
@@ -52,6 +65,8 @@ impl Proxy {
             hub,
             resources: Mutex::new(HashMap::new()),
             templates: Mutex::new(Vec::new()),
+            subscribers: Mutex::new(HashMap::new()),
+            log_clients: Mutex::new(Vec::new()),
         }
     }
 
@@ -120,7 +135,7 @@ impl Extension for Proxy {
     fn capabilities(&self, capabilities: &mut ServerCapabilities) {
         let extra: Result<ServerCapabilities, _> = serde_json::from_value(json!({
             "prompts": {"listChanged": false},
-            "resources": {"subscribe": false, "listChanged": false},
+            "resources": {"subscribe": true, "listChanged": false},
             "completions": {},
             "logging": {}
         }));
@@ -243,10 +258,115 @@ impl Extension for Proxy {
         peer.complete(request).await.map_err(|e| failed(upstream.name(), e))
     }
 
-    /// Sets the level at every server that logs (their messages are not forwarded yet: this
-    /// keeps a client's choice from being refused).
+    #[allow(deprecated)] // subscriptions of 2025-11-25 (the draft's are streams)
+    async fn subscribe(
+        &self,
+        request: SubscribeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        let (upstream, peer) = self.resource_owner(&request.uri)?;
+        let subscribes = peer
+            .peer_info()
+            .and_then(|i| i.capabilities.resources.as_ref().and_then(|r| r.subscribe))
+            .unwrap_or(false);
+        if !subscribes {
+            return Err(McpError::invalid_request(
+                format!(
+                    "the MCP server `{}` does not offer resource subscriptions",
+                    upstream.name()
+                ),
+                None,
+            ));
+        }
+        let first = {
+            let mut subs = self.subscribers.lock().unwrap_or_else(|p| p.into_inner());
+            let list = subs.entry(request.uri.clone()).or_default();
+            list.retain(|p| !p.is_transport_closed());
+            let first = list.is_empty();
+            if !list.iter().any(|p| same_client(p, &context.peer)) {
+                list.push(context.peer.clone());
+            }
+            first
+        };
+        if first {
+            peer.subscribe(request).await.map_err(|e| failed(upstream.name(), e))?;
+        }
+        Ok(())
+    }
+
+    #[allow(deprecated)] // subscriptions of 2025-11-25 (the draft's are streams)
+    async fn unsubscribe(
+        &self,
+        request: UnsubscribeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        let last = {
+            let mut subs = self.subscribers.lock().unwrap_or_else(|p| p.into_inner());
+            match subs.get_mut(&request.uri) {
+                Some(list) => {
+                    list.retain(|p| !p.is_transport_closed() && !same_client(p, &context.peer));
+                    let last = list.is_empty();
+                    if last {
+                        subs.remove(&request.uri);
+                    }
+                    last
+                }
+                None => false,
+            }
+        };
+        if last && let Ok((upstream, peer)) = self.resource_owner(&request.uri) {
+            peer.unsubscribe(request)
+                .await
+                .map_err(|e| failed(upstream.name(), e))?;
+        }
+        Ok(())
+    }
+
+    async fn resource_updated(&self, server: &str, uri: &str) {
+        let peers: Vec<Peer<RoleServer>> = {
+            let mut subs = self.subscribers.lock().unwrap_or_else(|p| p.into_inner());
+            match subs.get_mut(uri) {
+                Some(list) => {
+                    list.retain(|p| !p.is_transport_closed());
+                    list.clone()
+                }
+                None => Vec::new(),
+            }
+        };
+        tracing::debug!(server = %server, uri = %uri, clients = peers.len(), "resource updated");
+        for peer in peers {
+            let _ = peer
+                .notify_resource_updated(rmcp::model::ResourceUpdatedNotificationParam::new(uri.to_owned()))
+                .await;
+        }
+    }
+
+    /// Sets the level at every server that logs; their messages go to the client whose call
+    /// they were logged during.
     #[allow(deprecated)]
-    async fn set_level(&self, request: SetLevelRequestParams, _: RequestContext<RoleServer>) -> Result<(), McpError> {
+    async fn upstream_log(&self, server: &str, params: rmcp::model::LoggingMessageNotificationParam) {
+        let peers: Vec<Peer<RoleServer>> = {
+            let mut clients = self.log_clients.lock().unwrap_or_else(|p| p.into_inner());
+            clients.retain(|p| !p.is_transport_closed());
+            clients.clone()
+        };
+        tracing::debug!(server = %server, clients = peers.len(), "upstream log message");
+        for peer in peers {
+            let _ = peer.notify_logging_message(params.clone()).await;
+        }
+    }
+
+    #[allow(deprecated)]
+    async fn set_level(
+        &self,
+        request: SetLevelRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        {
+            let mut clients = self.log_clients.lock().unwrap_or_else(|p| p.into_inner());
+            clients.retain(|p| !p.is_transport_closed() && !same_client(p, &context.peer));
+            clients.push(context.peer.clone());
+        }
         for (upstream, peer) in self.serving(|c| c.logging.is_some()) {
             if let Err(e) = peer.set_level(request.clone()).await {
                 tracing::warn!(server = %upstream.name(), error = %e, "could not set the server's log level");

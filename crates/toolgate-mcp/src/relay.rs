@@ -20,7 +20,9 @@
 #![allow(deprecated)]
 
 use rmcp::ErrorData as McpError;
-use rmcp::model::{CreateMessageRequestParams, CreateMessageResult, ElicitRequestParams, ElicitResult};
+use rmcp::model::{
+    CreateMessageRequestParams, CreateMessageResult, ElicitRequestParams, ElicitResult, LoggingMessageNotificationParam,
+};
 use serde_json::Value;
 use toolgate_core::SessionId;
 
@@ -41,6 +43,11 @@ pub trait Relay: Send + Sync {
         session: &SessionId,
         params: CreateMessageRequestParams,
     ) -> Result<CreateMessageResult, McpError>;
+    /// A resource of `server` changed (`notifications/resources/updated`): tell its subscribers.
+    async fn resource_updated(&self, _server: &str, _uri: &str) {}
+    /// A log message of `server`, sent while the calls in flight there were all `session`'s
+    /// (`None`: several sessions' or none, and it goes to nobody).
+    async fn log(&self, _server: &str, _session: Option<&SessionId>, _params: LoggingMessageNotificationParam) {}
 }
 
 /// The gateway's clients, as the relay of its upstream servers (weak: the hub outlives no
@@ -141,6 +148,32 @@ impl Relay for ToClients {
             rmcp::ServiceError::McpError(e) => e,
             other => McpError::internal_error(format!("the calling client did not answer: {other}"), None),
         })
+    }
+
+    async fn resource_updated(&self, server: &str, uri: &str) {
+        if let Some(gateway) = self.0.upgrade() {
+            gateway.extension().resource_updated(server, uri).await;
+        }
+    }
+
+    async fn log(&self, server: &str, session: Option<&SessionId>, mut params: LoggingMessageNotificationParam) {
+        let Some(gateway) = self.0.upgrade() else { return };
+        // A server's log line sent during one session's calls goes to that session's client
+        // only: the clients of other sessions (other principals, perhaps) never see it.
+        params.logger = Some(match params.logger.take() {
+            Some(logger) => format!("{server}/{logger}"),
+            None => server.to_owned(),
+        });
+        match session {
+            Some(session) => {
+                if let Some(peer) = gateway.peer(session) {
+                    let _ = peer.notify_logging_message(params).await;
+                }
+            }
+            // Outside a call (or during calls of several sessions): to the clients that chose a
+            // log level.
+            None => gateway.extension().upstream_log(server, params).await,
+        }
     }
 }
 

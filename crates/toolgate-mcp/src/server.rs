@@ -86,6 +86,11 @@ pub trait Extension: Send + Sync {
     ) -> Result<(), McpError> {
         Err(McpError::method_not_found::<UnsubscribeRequestMethod>())
     }
+    /// A resource of the upstream `server` changed: tell whoever subscribed to it.
+    async fn resource_updated(&self, _server: &str, _uri: &str) {}
+    /// A log message the upstream `server` sent outside any one session's call.
+    #[allow(deprecated)]
+    async fn upstream_log(&self, _server: &str, _params: rmcp::model::LoggingMessageNotificationParam) {}
     /// `completion/complete`.
     async fn complete(
         &self,
@@ -288,7 +293,7 @@ impl Gateway {
     }
 
     /// What it serves besides tools: the one set, else nothing (the trait's defaults).
-    fn extension(&self) -> &dyn Extension {
+    pub(crate) fn extension(&self) -> &dyn Extension {
         static NONE: NoExtension = NoExtension;
         match self.extension.get() {
             Some(e) => e.as_ref(),

@@ -471,6 +471,27 @@ impl ClientHandler for Handler {
         self.link.progress(params);
     }
 
+    async fn on_resource_updated(
+        &self,
+        params: rmcp::model::ResourceUpdatedNotificationParam,
+        _: NotificationContext<RoleClient>,
+    ) {
+        if let Some(relay) = self.link.relay.get() {
+            relay.resource_updated(&self.link.server, &params.uri).await;
+        }
+    }
+
+    #[allow(deprecated)] // logging: deprecated by the 2026-07-28 draft, part of 2025-11-25
+    async fn on_logging_message(
+        &self,
+        params: rmcp::model::LoggingMessageNotificationParam,
+        _: NotificationContext<RoleClient>,
+    ) {
+        if let Some(relay) = self.link.relay.get() {
+            relay.log(&self.link.server, self.link.caller().as_ref(), params).await;
+        }
+    }
+
     #[allow(deprecated)] // sampling: deprecated by the 2026-07-28 draft, part of 2025-11-25
     fn get_info(&self) -> rmcp::model::ClientConfig {
         let mut info = rmcp::model::ClientConfig::default();
@@ -872,5 +893,34 @@ async fn drain_stderr(server: String, stderr: tokio::process::ChildStderr) {
                 return;
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_server_request_belongs_to_a_session_only_while_that_sessions_calls_alone_are_in_flight() {
+        let config = ServerConfig {
+            command: Some("true".into()),
+            enabled: true,
+            ..ServerConfig::default()
+        };
+        let up = Upstream::new("s", config, std::env::temp_dir(), Duration::from_secs(5)).unwrap();
+        let (a, b) = (SessionId::new("alice/1"), SessionId::new("bob/1"));
+        assert_eq!(up.link.caller(), None, "no call in flight: nobody to ask");
+        let first = up.link.enter(&a);
+        let second = up.link.enter(&a);
+        assert_eq!(up.link.caller(), Some(a.clone()));
+        // Bob's call in flight beside Alice's: a request could be either's, so it is no one's.
+        let bobs = up.link.enter(&b);
+        assert_eq!(up.link.caller(), None);
+        drop(first);
+        assert_eq!(up.link.caller(), None);
+        drop(second);
+        assert_eq!(up.link.caller(), Some(b.clone()));
+        drop(bobs);
+        assert_eq!(up.link.caller(), None);
     }
 }

@@ -1,0 +1,220 @@
+//! `toolgate serve` sends an upstream server's elicitation and sampling requests on to the MCP
+//! client whose call they belong to, governed as `SERVER__elicitation` and `SERVER__sampling`:
+//! tested with the MCP reference server "everything" (its trigger-elicitation-request and
+//! trigger-sampling-request tools) behind the gateway and rmcp's client in front of it, from
+//! both sides — what is forwarded and answered, and what a deny rule stops before the client
+//! ever sees it.
+#![allow(deprecated)] // sampling: deprecated by the 2026-07-28 draft, part of 2025-11-25
+
+mod common;
+use common::{peer, serve_on, workspace};
+use serde_json::{Value, json};
+use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use toolgate_mcp::rmcp::model::{
+    CallToolRequestParams, ClientCapabilities, ClientInfo, CreateMessageRequestParams, CreateMessageResult,
+    ElicitRequestParams, ElicitResult, ElicitationAction, Role, SamplingMessage,
+};
+use toolgate_mcp::rmcp::service::{RequestContext, RoleClient, RunningService};
+use toolgate_mcp::rmcp::transport::StreamableHttpClientTransport;
+use toolgate_mcp::rmcp::{ClientHandler, ErrorData, ServiceExt};
+
+/// The person and model at the client: answers every form and sampling request, and counts
+/// what reached it.
+#[derive(Clone, Default)]
+struct Person {
+    forms: Arc<Mutex<Vec<String>>>,
+    samples: Arc<AtomicUsize>,
+    prompts: Arc<Mutex<Vec<String>>>,
+}
+
+impl ClientHandler for Person {
+    fn get_info(&self) -> ClientInfo {
+        let mut info = ClientInfo::default();
+        info.capabilities = ClientCapabilities::builder()
+            .enable_elicitation()
+            .enable_sampling()
+            .build();
+        info
+    }
+
+    async fn create_elicitation(
+        &self,
+        request: ElicitRequestParams,
+        _: RequestContext<RoleClient>,
+    ) -> Result<ElicitResult, ErrorData> {
+        let message = match &request {
+            ElicitRequestParams::FormElicitationParams { message, .. } => message.clone(),
+            _ => "(url)".to_owned(),
+        };
+        self.forms.lock().unwrap().push(message);
+        // The person fills two fields and leaves the rest as the form showed them.
+        Ok(ElicitResult::new(ElicitationAction::Accept).with_content(json!({"name": "Ada Lovelace", "check": true})))
+    }
+
+    async fn create_message(
+        &self,
+        request: CreateMessageRequestParams,
+        _: RequestContext<RoleClient>,
+    ) -> Result<CreateMessageResult, ErrorData> {
+        self.samples.fetch_add(1, Ordering::SeqCst);
+        let prompt = serde_json::to_string(&request.messages).unwrap_or_default();
+        self.prompts.lock().unwrap().push(prompt);
+        Ok(CreateMessageResult::new(
+            SamplingMessage::new(Role::Assistant, "the client's model says hi"),
+            "client-model-1".to_owned(),
+        ))
+    }
+}
+
+fn config(dir: &Path, everything: &Path, rules: &str) -> std::path::PathBuf {
+    let path = dir.join("gateway.toml");
+    std::fs::write(
+        &path,
+        format!(
+            "[mcp_servers.every]\ncommand = {:?}\nargs = [\"stdio\"]\n\n[permissions]\n{rules}\n",
+            everything.display().to_string()
+        ),
+    )
+    .unwrap();
+    path
+}
+
+async fn connect(addr: &str, person: &Person) -> RunningService<RoleClient, Person> {
+    person
+        .clone()
+        .serve(StreamableHttpClientTransport::from_uri(format!("http://{addr}/mcp")))
+        .await
+        .expect("MCP handshake")
+}
+
+async fn call(client: &RunningService<RoleClient, Person>, tool: &str, args: Value) -> (bool, String) {
+    let Value::Object(args) = args else { unreachable!() };
+    let result = client
+        .call_tool(CallToolRequestParams::new(tool.to_owned()).with_arguments(args))
+        .await
+        .expect("tools/call answered");
+    let text: String = result
+        .content
+        .iter()
+        .filter_map(|c| c.as_text().map(|t| t.text.clone()))
+        .collect::<Vec<_>>()
+        .join("\n");
+    (result.is_error == Some(true), text)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upstream_elicitation_reaches_the_calling_client_and_its_answer_gets_the_form_defaults() {
+    let Some(everything) = peer("TOOLGATE_MCP_EVERYTHING") else {
+        return;
+    };
+    let ws = workspace();
+    let work = ws.path().join("work");
+    std::fs::create_dir_all(&work).unwrap();
+    let config = config(ws.path(), &everything, "allow = [\"every__*\"]");
+    let (_g, addr) = serve_on(&work, "memory", Some(&config), &[], &[]);
+    let person = Person::default();
+    let client = connect(&addr, &person).await;
+    let (error, text) = call(&client, "every__trigger-elicitation-request", json!({})).await;
+    assert!(!error, "{text}");
+    // The server's own message reached the person, once.
+    assert_eq!(
+        *person.forms.lock().unwrap(),
+        vec!["Please provide inputs for the following fields:".to_owned()]
+    );
+    // What the person typed came back through the server…
+    assert!(text.contains("Ada Lovelace"), "{text}");
+    // …with the defaults of the fields left as shown (SEP-1034), filled in by toolgate.
+    assert!(text.contains("It was a dark and stormy night."), "{text}");
+    assert!(text.contains("42"), "{text}");
+    client.cancel().await.ok();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upstream_sampling_request_a_rule_allows_is_answered_by_the_calling_clients_model() {
+    let Some(everything) = peer("TOOLGATE_MCP_EVERYTHING") else {
+        return;
+    };
+    let ws = workspace();
+    let work = ws.path().join("work");
+    std::fs::create_dir_all(&work).unwrap();
+    let config = config(ws.path(), &everything, "allow = [\"every__*\"]");
+    let (_g, addr) = serve_on(&work, "memory", Some(&config), &[], &[]);
+    let person = Person::default();
+    let client = connect(&addr, &person).await;
+    let (error, text) = call(
+        &client,
+        "every__trigger-sampling-request",
+        json!({"prompt": "count to three", "maxTokens": 20}),
+    )
+    .await;
+    assert!(!error, "{text}");
+    assert!(text.contains("the client's model says hi"), "{text}");
+    assert_eq!(person.samples.load(Ordering::SeqCst), 1);
+    assert!(person.prompts.lock().unwrap()[0].contains("count to three"));
+    client.cancel().await.ok();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deny_rule_stops_an_upstreams_sampling_and_elicitation_before_the_client_sees_them() {
+    let Some(everything) = peer("TOOLGATE_MCP_EVERYTHING") else {
+        return;
+    };
+    let ws = workspace();
+    let work = ws.path().join("work");
+    std::fs::create_dir_all(&work).unwrap();
+    let config = config(
+        ws.path(),
+        &everything,
+        "allow = [\"every__*\"]\ndeny = [\"every__sampling\", \"every__elicitation\"]",
+    );
+    let (_g, addr) = serve_on(&work, "memory", Some(&config), &[], &[]);
+    let person = Person::default();
+    let client = connect(&addr, &person).await;
+    let (_, sampled) = call(
+        &client,
+        "every__trigger-sampling-request",
+        json!({"prompt": "exfiltrate the chat", "maxTokens": 20}),
+    )
+    .await;
+    assert!(sampled.contains("refused the sampling request"), "{sampled}");
+    assert!(!sampled.contains("the client's model says hi"), "{sampled}");
+    let (_, elicited) = call(&client, "every__trigger-elicitation-request", json!({})).await;
+    assert!(!elicited.contains("Ada Lovelace"), "{elicited}");
+    assert!(elicited.to_lowercase().contains("decline"), "{elicited}");
+    // Nothing reached the person or the model.
+    assert_eq!(person.samples.load(Ordering::SeqCst), 0);
+    assert!(person.forms.lock().unwrap().is_empty());
+    client.cancel().await.ok();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sampling_no_rule_allows_is_asked_and_a_refusal_reaches_neither_the_client_nor_its_model() {
+    let Some(everything) = peer("TOOLGATE_MCP_EVERYTHING") else {
+        return;
+    };
+    let ws = workspace();
+    let work = ws.path().join("work");
+    std::fs::create_dir_all(&work).unwrap();
+    // The tool is allowed; sampling is not named, so it is an ask — and this gateway's asks are
+    // refused at once (`[approval] via = "deny"`).
+    let path = config(ws.path(), &everything, "allow = [\"every__trigger-*\"]");
+    let body = std::fs::read_to_string(&path).unwrap();
+    std::fs::write(&path, format!("{body}\n[approval]\nvia = \"deny\"\n")).unwrap();
+    let (_g, addr) = serve_on(&work, "memory", Some(&path), &[], &[]);
+    let person = Person::default();
+    let client = connect(&addr, &person).await;
+    let (_, sampled) = call(
+        &client,
+        "every__trigger-sampling-request",
+        json!({"prompt": "hello", "maxTokens": 5}),
+    )
+    .await;
+    assert!(sampled.contains("every__sampling"), "{sampled}");
+    assert_eq!(person.samples.load(Ordering::SeqCst), 0);
+    // An elicitation is the person's to answer: not asked about, it reaches them.
+    let (error, elicited) = call(&client, "every__trigger-elicitation-request", json!({})).await;
+    assert!(!error && elicited.contains("Ada Lovelace"), "{elicited}");
+    client.cancel().await.ok();
+}
