@@ -5,6 +5,8 @@
 #     the gateway serving the suite's fixture tools, prompts and resources (the example
 #     `conformance_server`: toolgate's router and pipeline, test fixtures only);
 #   - the tasks extension's server scenarios against the same server;
+#   - the server scenarios again against `toolgate serve` (the shipped binary) fronting that
+#     server as its one, unprefixed upstream: everything passes through the product's proxying;
 #   - its client scenarios initialize, tools_call, sse-retry and the auth/* scenarios against
 #     toolgate's MCP client (the example `conformance_client`, given each scenario's URL: the
 #     library path `serve` connects upstreams with);
@@ -31,15 +33,20 @@ out="$root/target/conformance"
 rm -rf "$out"
 mkdir -p "$out"
 
+# Waits until the process PID writes PATTERN to FILE (its stderr ERR is shown if it dies).
+wait_for() { # PID FILE PATTERN ERR
+  for _ in $(seq 1 100); do
+    grep -q "$3" "$2" && return 0
+    kill -0 "$1" 2>/dev/null || { cat "$4"; exit 1; }
+    sleep 0.1
+  done
+}
+
 log="$out/server.out"
 "$bin/conformance_server" 127.0.0.1:0 > "$log" 2> "$out/server.err" &
 server_pid=$!
 trap 'kill "$server_pid" 2>/dev/null || true' EXIT
-for _ in $(seq 1 100); do
-  grep -q '^listening ' "$log" && break
-  kill -0 "$server_pid" 2>/dev/null || { cat "$out/server.err"; exit 1; }
-  sleep 0.1
-done
+wait_for "$server_pid" "$log" '^listening ' "$out/server.err"
 url="$(sed -n 's/^listening //p' "$log")"
 [ -n "$url" ] || { echo "the fixture server did not start"; cat "$out/server.err"; exit 1; }
 
@@ -68,7 +75,33 @@ for scenario in tasks-lifecycle tasks-capability-negotiation tasks-wire-fields t
     tail -20 "$out/tasks-$scenario.log"
   fi
 done
-kill "$server_pid" 2>/dev/null || true
+# `toolgate serve` itself, as shipped, fronting that server as its one upstream (unprefixed):
+# the suite's tools, prompts, resources, subscriptions, completions, logging, progress,
+# sampling and elicitation all pass through the product's proxying and relay. The rules a user
+# would write let the suite's tools and the server's sampling run without an approver.
+echo "== server scenarios (--requirements 2025-11-25) against toolgate serve fronting it"
+front="$out/front"
+mkdir -p "$front/ws"
+cat > "$front/gateway.toml" <<EOF
+[mcp_servers.ref]
+url = "$url"
+unprefixed = true
+trust_annotations = true
+
+[permissions]
+allow = ["test_*", "json_schema_*", "ref__sampling"]
+EOF
+"$root/target/release/toolgate" --config "$front/gateway.toml" --workspace "$front/ws" --store memory \
+  serve --listen 127.0.0.1:0 > "$front/serve.out" 2> "$front/serve.err" &
+front_pid=$!
+trap 'kill "$server_pid" "$front_pid" 2>/dev/null || true' EXIT
+wait_for "$front_pid" "$front/serve.err" 'MCP at http://' "$front/serve.err"
+front_url="http://$(grep -o 'MCP at http://[^/]*' "$front/serve.err" | head -1 | sed 's|MCP at http://||')/mcp"
+if ! conformance server --url "$front_url" --requirements 2025-11-25 -o "$out/front-results" > "$out/front.log" 2>&1; then
+  status=1
+fi
+sed -n '/=== SUMMARY ===/,$p' "$out/front.log" | grep -E '^(✗|Total)' || true
+kill "$front_pid" "$server_pid" 2>/dev/null || true
 
 # Client scenarios. The authorization server of the auth scenarios redirects at once: the
 # "browser" toolgate opens (`$BROWSER`) is curl following that redirect to toolgate's loopback.

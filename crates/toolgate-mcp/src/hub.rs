@@ -268,6 +268,7 @@ impl Hub {
                     tracing::info!(server = %server, added = ?change.added, removed = ?change.removed, "the server's tools changed");
                 }
                 self.rebuild();
+                release_freed_memory();
                 self.engine.emit(&Event::ToolsChanged {
                     server,
                     added: change.added,
@@ -303,6 +304,19 @@ impl Hub {
         for f in &state.listeners {
             f();
         }
+    }
+}
+
+/// Gives the heap pages a tool list freed back to the system. Reading a server's list holds its
+/// whole JSON text and parse at once (megabytes for thousands of tools), and the old registry is
+/// dropped on each rebuild; glibc's allocator keeps such freed pages, so the gateway's resident
+/// size would stay at the peak of its largest listing instead of what it holds.
+fn release_freed_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only hands free pages of the allocator's own heap back to the system;
+    // it touches no memory in use.
+    unsafe {
+        libc::malloc_trim(0);
     }
 }
 
