@@ -312,11 +312,16 @@ impl Hub {
 /// dropped on each rebuild; glibc's allocator keeps such freed pages, so the gateway's resident
 /// size would stay at the peak of its largest listing instead of what it holds.
 fn release_freed_memory() {
+    // SAFETY (below): malloc_trim only hands free pages of the allocator's own heap back to
+    // the system; it touches no memory in use.
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: malloc_trim only hands free pages of the allocator's own heap back to the system;
-    // it touches no memory in use.
-    unsafe {
-        libc::malloc_trim(0);
+    {
+        // SAFETY: as above; mallinfo2 only reads the allocator's counters.
+        let in_use = unsafe {
+            libc::malloc_trim(0);
+            libc::mallinfo2().uordblks
+        };
+        tracing::debug!(heap_in_use = in_use, "freed heap pages returned to the system");
     }
 }
 
