@@ -83,8 +83,8 @@ pub fn normalize(raw: &RawCall, registry: &Registry, cut_off: bool) -> Result<To
 
     let (mut arguments, arg_repair) = match &raw.arguments {
         RawArguments::Fields(fields) => {
-            let schema = registry.registered(name.as_str()).map(|e| e.tool().parameters());
-            (typed_fields(fields, schema), None)
+            let schema = registry.registered(name.as_str()).map(|e| e.tool().parameter_schema());
+            (typed_fields(fields, schema.as_deref()), None)
         }
         other => match parse_arguments(other, cut_off) {
             Ok(ok) => ok,

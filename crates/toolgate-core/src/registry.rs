@@ -44,7 +44,7 @@ impl Entry {
     /// The tool's parameter schema, compiled on first use and reused.
     pub fn compiled(&self) -> Result<Arc<CompiledSchema>, String> {
         self.compiled
-            .get_or_init(|| CompiledSchema::compile(self.tool.parameters()).map(Arc::new))
+            .get_or_init(|| CompiledSchema::compile(&self.tool.parameter_schema()).map(Arc::new))
             .clone()
     }
 
@@ -55,7 +55,7 @@ impl Entry {
             return compiled.as_ref().map(drop).map_err(Clone::clone);
         }
         self.compiles
-            .get_or_init(|| CompiledSchema::compile(self.tool.parameters()).map(drop))
+            .get_or_init(|| CompiledSchema::compile(&self.tool.parameter_schema()).map(drop))
             .clone()
     }
 
@@ -70,8 +70,8 @@ impl Entry {
         self.compiled_output
             .get_or_init(|| {
                 self.tool
-                    .output_schema()
-                    .map(|s| CompiledSchema::compile(s).map(Arc::new))
+                    .result_schema()
+                    .map(|s| CompiledSchema::compile(&s).map(Arc::new))
             })
             .clone()
     }

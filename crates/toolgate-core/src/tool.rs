@@ -457,6 +457,16 @@ pub trait Tool: Send + Sync {
     fn output_schema(&self) -> Option<&Value> {
         None
     }
+    /// The parameter schema as the engine reads it (validation, listing, typing): borrowed
+    /// from [`Tool::parameters`] unless the tool keeps its schema as text and parses it here,
+    /// so that thousands of listed tools do not each hold a parsed tree.
+    fn parameter_schema(&self) -> std::borrow::Cow<'_, Value> {
+        std::borrow::Cow::Borrowed(self.parameters())
+    }
+    /// The result schema as the engine reads it; see [`Tool::parameter_schema`].
+    fn result_schema(&self) -> Option<std::borrow::Cow<'_, Value>> {
+        self.output_schema().map(std::borrow::Cow::Borrowed)
+    }
     /// This turn's view: narrowed (fewer enum values, a shorter description), hidden when the
     /// tool is not available (backend down, provider lacks a capability), or unchanged.
     fn assemble(&self, _turn: &TurnView<'_>) -> Assembly {

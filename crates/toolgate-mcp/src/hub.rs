@@ -2,7 +2,7 @@
 //! tools plus every server's current tools, and when a tool's definition changes revokes its
 //! grants everywhere and says so — an approval never carries over to a tool that changed.
 
-use crate::tool::{McpTool, ToolDef};
+use crate::tool::{McpTool, StoredDef};
 use crate::upstream::{Report, Unserved, Upstream};
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -311,7 +311,7 @@ impl Hub {
 /// whole JSON text and parse at once (megabytes for thousands of tools), and the old registry is
 /// dropped on each rebuild; glibc's allocator keeps such freed pages, so the gateway's resident
 /// size would stay at the peak of its largest listing instead of what it holds.
-fn release_freed_memory() {
+pub(crate) fn release_freed_memory() {
     // SAFETY (below): malloc_trim only hands free pages of the allocator's own heap back to
     // the system; it touches no memory in use.
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
@@ -343,7 +343,7 @@ impl Report {
 }
 
 fn diff(old: &[Arc<McpTool>], new: &[Arc<McpTool>]) -> Change {
-    let index = |list: &[Arc<McpTool>]| -> BTreeMap<String, ToolDef> {
+    let index = |list: &[Arc<McpTool>]| -> BTreeMap<String, StoredDef> {
         list.iter().map(|t| (t.name().to_owned(), t.def().clone())).collect()
     };
     let (old, new) = (index(old), index(new));

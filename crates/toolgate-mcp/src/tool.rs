@@ -72,20 +72,68 @@ impl ToolDef {
     }
 }
 
+/// A tool's definition as kept once registered: its schemas as compact JSON text, parsed when
+/// the engine reads them. A parsed schema (order-preserving maps of 104-byte entries, each with
+/// its own hash index) costs several times its text, for each of thousands of listed tools.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct StoredDef {
+    /// The server's name for it.
+    pub name: String,
+    /// Its description (or title).
+    pub description: String,
+    input: Box<str>,
+    output: Option<Box<str>>,
+    annotations: Option<Box<str>>,
+}
+
+impl StoredDef {
+    pub(crate) fn new(def: ToolDef) -> Self {
+        let text = |v: &Value| serde_json::to_string(v).unwrap_or_default().into_boxed_str();
+        Self {
+            input: text(&def.input_schema),
+            output: def.output_schema.as_ref().map(text),
+            annotations: def.annotations.as_ref().map(text),
+            name: def.name,
+            description: def.description,
+        }
+    }
+
+    /// Its argument schema.
+    pub fn input_schema(&self) -> Value {
+        serde_json::from_str(&self.input).unwrap_or_else(|_| json!({"type": "object"}))
+    }
+
+    /// Its result schema, if it declares one.
+    pub fn output_schema(&self) -> Option<Value> {
+        self.output.as_deref().and_then(|t| serde_json::from_str(t).ok())
+    }
+}
+
 /// An upstream tool, registered as `SERVER__tool` (or unprefixed).
 #[derive(Debug)]
 pub struct McpTool {
     name: String,
-    def: ToolDef,
+    def: StoredDef,
     spec: ToolSpec,
     link: Arc<Link>,
+    /// The parsed schemas, made only if something asks for a reference (the engine reads
+    /// `parameter_schema`, which parses without keeping).
+    parameters: std::sync::OnceLock<Value>,
+    output: std::sync::OnceLock<Option<Value>>,
 }
 
 impl McpTool {
     /// A tool registered as `name` (`SERVER__tool`, or the tool's own name for an unprefixed
     /// server).
+    #[cfg(test)]
     pub(crate) fn new(name: &str, def: ToolDef, trusted: bool, tasks: bool, link: Arc<Link>) -> Self {
-        let mut spec = ToolSpec::with_annotations(def.annotations(trusted));
+        let annotations = def.annotations(trusted);
+        Self::stored(name, StoredDef::new(def), annotations, tasks, link)
+    }
+
+    /// A tool from its stored definition and the annotations toolgate reads for it.
+    pub(crate) fn stored(name: &str, def: StoredDef, annotations: Annotations, tasks: bool, link: Arc<Link>) -> Self {
+        let mut spec = ToolSpec::with_annotations(annotations);
         if tasks {
             spec.task = toolgate_core::tool::TaskSupport::Optional;
         }
@@ -104,11 +152,13 @@ impl McpTool {
             def,
             spec,
             link,
+            parameters: std::sync::OnceLock::new(),
+            output: std::sync::OnceLock::new(),
         }
     }
 
     /// The definition the server gave.
-    pub fn def(&self) -> &ToolDef {
+    pub fn def(&self) -> &StoredDef {
         &self.def
     }
 
@@ -127,13 +177,25 @@ impl Tool for McpTool {
         &self.def.description
     }
     fn parameters(&self) -> &Value {
-        &self.def.input_schema
+        self.parameters.get_or_init(|| self.def.input_schema())
     }
     fn spec(&self) -> &ToolSpec {
         &self.spec
     }
     fn output_schema(&self) -> Option<&Value> {
-        self.def.output_schema.as_ref()
+        self.output.get_or_init(|| self.def.output_schema()).as_ref()
+    }
+    fn parameter_schema(&self) -> std::borrow::Cow<'_, Value> {
+        match self.parameters.get() {
+            Some(v) => std::borrow::Cow::Borrowed(v),
+            None => std::borrow::Cow::Owned(self.def.input_schema()),
+        }
+    }
+    fn result_schema(&self) -> Option<std::borrow::Cow<'_, Value>> {
+        match self.output.get() {
+            Some(v) => v.as_ref().map(std::borrow::Cow::Borrowed),
+            None => self.def.output_schema().map(std::borrow::Cow::Owned),
+        }
     }
     async fn execute(&self, ctx: &ToolContext, args: Value) -> Result<ToolOutput, ToolError> {
         let span = tracing::info_span!(

@@ -3,7 +3,7 @@
 //! changed, and carries calls, progress and cancellation.
 
 use crate::config::{Endpoint, ServerConfig};
-use crate::tool::{McpTool, ToolDef};
+use crate::tool::{McpTool, StoredDef, ToolDef};
 use rmcp::ErrorData as McpError;
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CancelledNotification, CancelledNotificationParam, ClientNotification,
@@ -762,7 +762,12 @@ impl Upstream {
         // A server with the tasks extension may answer any call with a task; a client of the
         // gateway that declared the extension then gets one too, for the same call.
         let tasks = conn.peer.peer_info().is_some_and(|i| i.capabilities.supports_tasks());
-        let mut out = Vec::with_capacity(tools.len());
+        // Two passes, for the memory a long list leaves behind: what each tool keeps is first
+        // written into one buffer (a single large allocation), the server's parsed list is
+        // dropped and its heap given back, and only then are the tools made from the buffer, so
+        // that what they keep sits together rather than in the pages the list was parsed into
+        // (which a few live bytes per page would otherwise keep resident).
+        let mut packed = String::new();
         let mut unserved = Vec::new();
         for tool in tools {
             if !self.config.exposes(&tool.name) {
@@ -777,13 +782,28 @@ impl Upstream {
                 });
                 continue;
             }
-            out.push(Arc::new(McpTool::new(
-                &self.registered_name(&def.name),
-                def,
-                self.config.trust_annotations,
-                tasks,
-                self.link.clone(),
-            )));
+            let annotations = def.annotations(self.config.trust_annotations);
+            match serde_json::to_string(&(StoredDef::new(def), annotations)) {
+                Ok(line) => {
+                    packed.push_str(&line);
+                    packed.push('\n');
+                }
+                Err(e) => tracing::warn!(server = %self.name, error = %e, "a tool could not be kept"),
+            }
+        }
+        crate::hub::release_freed_memory();
+        let mut out = Vec::with_capacity(packed.lines().count());
+        for line in packed.lines() {
+            match serde_json::from_str::<(StoredDef, toolgate_core::tool::Annotations)>(line) {
+                Ok((def, annotations)) => out.push(Arc::new(McpTool::stored(
+                    &self.registered_name(&def.name),
+                    def,
+                    annotations,
+                    tasks,
+                    self.link.clone(),
+                ))),
+                Err(e) => tracing::warn!(server = %self.name, error = %e, "a tool could not be kept"),
+            }
         }
         Ok((out, unserved))
     }
@@ -922,5 +942,49 @@ mod tests {
         assert_eq!(up.link.caller(), Some(b.clone()));
         drop(bobs);
         assert_eq!(up.link.caller(), None);
+    }
+
+    #[test]
+    fn a_registered_tool_keeps_its_schemas_as_text_and_reading_them_keeps_no_tree() {
+        use toolgate_core::tool::Tool;
+        let config = ServerConfig {
+            command: Some("true".into()),
+            enabled: true,
+            ..ServerConfig::default()
+        };
+        let up = Upstream::new("s", config, std::env::temp_dir(), Duration::from_secs(5)).unwrap();
+        let def = |schema: Value| ToolDef {
+            name: "t".into(),
+            description: "d".into(),
+            input_schema: schema,
+            output_schema: Some(serde_json::json!({"type": "object", "properties": {"r": {"type": "string"}}})),
+            annotations: None,
+        };
+        let schema = serde_json::json!({"type": "object", "properties": {"q": {"type": "string", "maxLength": 5}}, "required": ["q"]});
+        let tool = McpTool::new("s__t", def(schema.clone()), false, false, up.link.clone());
+        // What the engine reads is the schema the server gave, parsed for the reading only.
+        let read = tool.parameter_schema();
+        assert!(matches!(read, std::borrow::Cow::Owned(_)));
+        assert_eq!(*read, schema);
+        assert_eq!(
+            tool.result_schema().as_deref(),
+            Some(&serde_json::json!({"type": "object", "properties": {"r": {"type": "string"}}}))
+        );
+        // A caller that wants a reference gets one, kept from then on.
+        assert_eq!(tool.parameters(), &schema);
+        assert!(matches!(tool.parameter_schema(), std::borrow::Cow::Borrowed(_)));
+        // A change of schema is still a change of definition (grants are revoked on it).
+        let other = McpTool::new(
+            "s__t",
+            def(
+                serde_json::json!({"type": "object", "properties": {"q": {"type": "string", "maxLength": 6}}, "required": ["q"]}),
+            ),
+            false,
+            false,
+            up.link.clone(),
+        );
+        assert_ne!(tool.def(), other.def());
+        let same = McpTool::new("s__t", def(schema), false, false, up.link.clone());
+        assert_eq!(tool.def(), same.def());
     }
 }

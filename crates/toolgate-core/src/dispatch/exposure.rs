@@ -51,16 +51,29 @@ impl Engine {
             .filter(|e| keep(e.provider_name()))
             .filter_map(|e| self.shown(e, &turn).ok().map(|x| (e, x)))
             .collect();
+        // Schemas as the tools give them now (a tool may parse them from text for this page).
+        let schemas: Vec<_> = shown
+            .iter()
+            .map(|(e, x)| {
+                let parameters = match &x.narrowed {
+                    Some(_) => None,
+                    None => Some(e.tool().parameter_schema()),
+                };
+                (parameters, e.tool().result_schema())
+            })
+            .collect();
         let views: Vec<ToolView<'_>> = shown
             .iter()
-            .map(|(e, x)| ToolView {
+            .zip(&schemas)
+            .map(|((e, x), (parameters, output))| ToolView {
                 name: e.provider_name(),
                 description: x.description.as_deref().unwrap_or(e.tool().description()),
-                parameters: match &x.narrowed {
-                    Some(compiled) => compiled.schema(),
-                    None => e.tool().parameters(),
+                parameters: match (&x.narrowed, parameters) {
+                    (Some(compiled), _) => compiled.schema(),
+                    (None, Some(p)) => p,
+                    (None, None) => e.tool().parameters(),
                 },
-                output_schema: e.tool().output_schema(),
+                output_schema: output.as_deref(),
                 annotations: e.spec().annotations,
             })
             .collect();
