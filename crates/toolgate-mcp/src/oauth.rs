@@ -310,6 +310,8 @@ pub struct OAuth {
     grant: Mutex<Option<Grant0>>,
     /// One authorization at a time.
     flow: tokio::sync::Mutex<()>,
+    /// The store was read for a grant (requests then ask memory only, until a challenge).
+    looked: std::sync::atomic::AtomicBool,
     /// How long a person has to finish signing in.
     wait: Duration,
 }
@@ -391,6 +393,7 @@ impl OAuth {
             opener: OnceLock::new(),
             grant: Mutex::new(None),
             flow: tokio::sync::Mutex::new(()),
+            looked: std::sync::atomic::AtomicBool::new(false),
             wait: Duration::from_secs(300),
         })
     }
@@ -415,17 +418,38 @@ impl OAuth {
         self.grant.lock().ok().and_then(|g| g.clone())
     }
 
+    /// The grant: the copy in memory, else (once) the store's.
     async fn load(&self) -> Option<Grant0> {
         if let Some(g) = self.cached() {
             return Some(g);
         }
-        let store = self.store.get()?;
-        let value = store.cache_get(&self.key()).await.ok().flatten()?;
-        let grant: Grant0 = serde_json::from_value(value).ok()?;
-        if let Ok(mut slot) = self.grant.lock() {
-            *slot = Some(grant.clone());
+        if self.looked.swap(true, std::sync::atomic::Ordering::Relaxed) {
+            return None;
         }
-        Some(grant)
+        self.reload().await
+    }
+
+    /// The store's grant, read now (another process — `toolgate login`, a replica — may have
+    /// written one since), else the copy in memory.
+    async fn reload(&self) -> Option<Grant0> {
+        let stored = match self.store.get() {
+            Some(store) => store
+                .cache_get(&self.key())
+                .await
+                .ok()
+                .flatten()
+                .and_then(|v| serde_json::from_value::<Grant0>(v).ok()),
+            None => None,
+        };
+        match stored {
+            Some(grant) => {
+                if let Ok(mut slot) = self.grant.lock() {
+                    *slot = Some(grant.clone());
+                }
+                Some(grant)
+            }
+            None => self.cached(),
+        }
     }
 
     async fn save(&self, grant: Grant0) {
@@ -445,22 +469,34 @@ impl OAuth {
     }
 
     /// The access token to send now, refreshed first when it has expired (or is about to).
+    /// Every request asks: from memory, without copying the grant, once it is known.
     pub async fn token(&self) -> Option<String> {
-        let grant = self.load().await.filter(|g| !g.access_token.is_empty())?;
-        if grant.expires_at != 0 && grant.expires_at <= now() + 30 {
-            let _flow = self.flow.lock().await;
-            // Another request may have refreshed it meanwhile.
-            let grant = self.cached()?;
-            if grant.expires_at != 0 && grant.expires_at <= now() + 30 {
-                return match self.refresh(&grant).await {
-                    Ok(token) => Some(token),
-                    Err(e) => {
-                        tracing::warn!(server = %self.server, error = %e, "the OAuth token expired and did not refresh");
-                        None
-                    }
-                };
+        let peeked = self.grant.lock().ok().and_then(|g| {
+            g.as_ref()
+                .filter(|g| !g.access_token.is_empty())
+                .map(|g| (g.access_token.clone(), g.expires_at))
+        });
+        let (access, expires_at) = match peeked {
+            Some(p) => p,
+            None => {
+                let grant = self.load().await.filter(|g| !g.access_token.is_empty())?;
+                (grant.access_token, grant.expires_at)
             }
-            return Some(grant.access_token);
+        };
+        if expires_at == 0 || expires_at > now() + 30 {
+            return Some(access);
+        }
+        let _flow = self.flow.lock().await;
+        // Another request may have refreshed it meanwhile.
+        let grant = self.cached()?;
+        if grant.expires_at != 0 && grant.expires_at <= now() + 30 {
+            return match self.refresh(&grant).await {
+                Ok(token) => Some(token),
+                Err(e) => {
+                    tracing::warn!(server = %self.server, error = %e, "the OAuth token expired and did not refresh");
+                    None
+                }
+            };
         }
         Some(grant.access_token)
     }
@@ -470,7 +506,7 @@ impl OAuth {
     pub async fn on_challenge(&self, header: &str, sent: Option<&str>) -> Result<(), AuthError> {
         let _flow = self.flow.lock().await;
         let challenge = Challenge::parse(header);
-        let held = self.load().await;
+        let held = self.reload().await;
         // A token refreshed or granted while this request was refused: try it first.
         if let Some(g) = &held
             && !g.access_token.is_empty()
