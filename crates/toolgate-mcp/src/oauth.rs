@@ -176,7 +176,7 @@ impl Opener {
 
 /// The tokens and client of one server, as kept in the store.
 #[derive(Clone, Default, serde::Serialize, Deserialize)]
-struct Grant0 {
+struct Kept {
     access_token: String,
     #[serde(default)]
     refresh_token: Option<String>,
@@ -196,9 +196,9 @@ struct Grant0 {
     wanted: Vec<String>,
 }
 
-impl std::fmt::Debug for Grant0 {
+impl std::fmt::Debug for Kept {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Grant")
+        f.debug_struct("Kept")
             .field("issuer", &self.issuer)
             .field("scopes", &self.scopes)
             .field("expires_at", &self.expires_at)
@@ -307,7 +307,7 @@ pub struct OAuth {
     store: OnceLock<Arc<dyn Store>>,
     opener: OnceLock<Opener>,
     /// Cached copy of the store's grant.
-    grant: Mutex<Option<Grant0>>,
+    grant: Mutex<Option<Kept>>,
     /// One authorization at a time.
     flow: tokio::sync::Mutex<()>,
     /// The store was read for a grant (requests then ask memory only, until a challenge).
@@ -362,6 +362,13 @@ fn check_endpoint(what: &str, raw: &str) -> Result<url::Url, AuthError> {
     }
 }
 
+/// A metadata field that is a list of strings.
+fn strings(v: &Value, key: &str) -> Option<Vec<String>> {
+    v.get(key)
+        .and_then(Value::as_array)
+        .map(|a| a.iter().filter_map(Value::as_str).map(str::to_string).collect())
+}
+
 /// The scopes joined, without repeats, in first-seen order.
 fn union(a: &[String], b: &[String]) -> Vec<String> {
     let mut seen = BTreeSet::new();
@@ -414,12 +421,12 @@ impl OAuth {
         format!("oauth/{}/{}", self.server, self.url.as_str())
     }
 
-    fn cached(&self) -> Option<Grant0> {
+    fn cached(&self) -> Option<Kept> {
         self.grant.lock().ok().and_then(|g| g.clone())
     }
 
     /// The grant: the copy in memory, else (once) the store's.
-    async fn load(&self) -> Option<Grant0> {
+    async fn load(&self) -> Option<Kept> {
         if let Some(g) = self.cached() {
             return Some(g);
         }
@@ -431,14 +438,14 @@ impl OAuth {
 
     /// The store's grant, read now (another process — `toolgate login`, a replica — may have
     /// written one since), else the copy in memory.
-    async fn reload(&self) -> Option<Grant0> {
+    async fn reload(&self) -> Option<Kept> {
         let stored = match self.store.get() {
             Some(store) => store
                 .cache_get(&self.key())
                 .await
                 .ok()
                 .flatten()
-                .and_then(|v| serde_json::from_value::<Grant0>(v).ok()),
+                .and_then(|v| serde_json::from_value::<Kept>(v).ok()),
             None => None,
         };
         match stored {
@@ -452,7 +459,7 @@ impl OAuth {
         }
     }
 
-    async fn save(&self, grant: Grant0) {
+    async fn save(&self, grant: Kept) {
         if let Some(store) = self.store.get() {
             match serde_json::to_value(&grant) {
                 Ok(v) => {
@@ -579,9 +586,9 @@ impl OAuth {
                 g
             });
             if slot.is_none() && !extra.is_empty() {
-                *slot = Some(Grant0 {
+                *slot = Some(Kept {
                     wanted: extra.to_vec(),
-                    ..Grant0::default()
+                    ..Kept::default()
                 });
             }
         }
@@ -643,149 +650,146 @@ impl OAuth {
 
     /// The protected resource metadata, then the authorization server's.
     async fn discover(&self, challenge: &Challenge) -> Result<Found, AuthError> {
-        let origin = self.url.origin().ascii_serialization();
-        let path = self.url.path().trim_end_matches('/');
-        let mut prm_urls = Vec::new();
-        if let Some(u) = &challenge.resource_metadata {
-            prm_urls.push(check_endpoint("resource metadata URL", u)?.to_string());
-        } else {
-            if !path.is_empty() {
-                prm_urls.push(format!("{origin}/.well-known/oauth-protected-resource{path}"));
-            }
-            prm_urls.push(format!("{origin}/.well-known/oauth-protected-resource"));
-        }
-        let mut prm = None;
-        for u in &prm_urls {
-            if let Some(v) = self.get_json(u).await
-                && v.get("authorization_servers")
-                    .and_then(Value::as_array)
-                    .is_some_and(|a| !a.is_empty())
-            {
-                prm = Some(v);
-                break;
-            }
-        }
-        let (issuer, resource, scopes_supported) = match &prm {
-            Some(v) => {
-                let issuer = v["authorization_servers"][0]
-                    .as_str()
-                    .ok_or_else(|| {
-                        err(format!(
-                            "{}'s resource metadata names no authorization server",
-                            self.server
-                        ))
-                    })?
-                    .to_string();
-                let resource = v.get("resource").and_then(Value::as_str).map(str::to_string);
-                if let Some(r) = &resource {
-                    self.check_resource(r)?;
-                }
-                let scopes = v.get("scopes_supported").and_then(Value::as_array).map(|a| {
-                    a.iter()
-                        .filter_map(Value::as_str)
-                        .map(str::to_string)
-                        .collect::<Vec<_>>()
-                });
-                (issuer, resource, scopes)
-            }
-            // The 2025-03-26 revision: the server's origin is its authorization server.
-            None => (origin.clone(), None, None),
-        };
-        let issuer_url = check_endpoint("authorization server", &issuer)?;
-        let as_origin = issuer_url.origin().ascii_serialization();
-        let as_path = issuer_url.path().trim_end_matches('/');
-        let candidates: Vec<String> = if as_path.is_empty() {
-            vec![
-                format!("{as_origin}/.well-known/oauth-authorization-server"),
-                format!("{as_origin}/.well-known/openid-configuration"),
-            ]
-        } else {
-            vec![
-                format!("{as_origin}/.well-known/oauth-authorization-server{as_path}"),
-                format!("{as_origin}/.well-known/openid-configuration{as_path}"),
-                format!("{as_origin}{as_path}/.well-known/openid-configuration"),
-            ]
-        };
-        let mut metadata = None;
-        for u in &candidates {
-            if let Some(v) = self.get_json(u).await {
-                metadata = Some(v);
-                break;
-            }
-        }
-        let strings = |v: &Value, key: &str| -> Option<Vec<String>> {
-            v.get(key)
-                .and_then(Value::as_array)
-                .map(|a| a.iter().filter_map(Value::as_str).map(str::to_string).collect())
-        };
-        let found = match metadata {
-            Some(m) => {
-                let stated = m.get("issuer").and_then(Value::as_str).unwrap_or_default();
-                if stated != issuer {
-                    return Err(err(format!(
-                        "{}'s authorization server metadata names the issuer {stated:?}, not {issuer:?}: refused",
-                        self.server
-                    )));
-                }
-                let endpoint = |key: &str| -> Result<Option<String>, AuthError> {
-                    match m.get(key).and_then(Value::as_str) {
-                        Some(u) => Ok(Some(check_endpoint(key, u)?.to_string())),
-                        None => Ok(None),
-                    }
-                };
-                let authorization_endpoint = endpoint("authorization_endpoint")?
-                    .ok_or_else(|| err("the authorization server metadata has no authorization_endpoint"))?;
-                let token_endpoint = endpoint("token_endpoint")?
-                    .ok_or_else(|| err("the authorization server metadata has no token_endpoint"))?;
-                if let Some(methods) = strings(&m, "code_challenge_methods_supported")
-                    && !methods.iter().any(|x| x == "S256")
-                    && self.config.grant == Grant::AuthorizationCode
-                {
-                    return Err(err(format!(
-                        "{}'s authorization server does not offer PKCE with S256: refused",
-                        self.server
-                    )));
-                }
-                Found {
-                    issuer: issuer.clone(),
-                    authorization_endpoint,
-                    token_endpoint,
-                    registration_endpoint: endpoint("registration_endpoint")?,
-                    token_auth_methods: strings(&m, "token_endpoint_auth_methods_supported")
-                        .unwrap_or_else(|| vec!["client_secret_basic".into()]),
-                    cimd: m.get("client_id_metadata_document_supported").and_then(Value::as_bool) == Some(true),
-                    iss_supported: m
-                        .get("authorization_response_iss_parameter_supported")
-                        .and_then(Value::as_bool),
-                    resource,
-                    scopes_supported,
-                }
-            }
-            // No metadata: the 2025-03-26 default endpoints.
-            None => {
-                let base = issuer.trim_end_matches('/');
-                Found {
-                    issuer: issuer.clone(),
-                    authorization_endpoint: format!("{base}/authorize"),
-                    token_endpoint: format!("{base}/token"),
-                    registration_endpoint: Some(format!("{base}/register")),
-                    token_auth_methods: vec!["client_secret_basic".into(), "client_secret_post".into(), "none".into()],
-                    cimd: false,
-                    iss_supported: None,
-                    resource,
-                    scopes_supported,
-                }
-            }
-        };
+        let (issuer, resource, scopes_supported) = self.resource_metadata(challenge).await?;
+        let metadata = self.server_metadata(&issuer).await?;
+        let found = self.found(issuer, metadata, resource, scopes_supported)?;
         tracing::debug!(server = %self.server, issuer = %found.issuer, "OAuth discovery done");
         Ok(found)
+    }
+
+    /// The protected resource metadata: its authorization server, resource and scopes; without
+    /// any (the 2025-03-26 revision), the server's own origin as its authorization server.
+    async fn resource_metadata(
+        &self,
+        challenge: &Challenge,
+    ) -> Result<(String, Option<String>, Option<Vec<String>>), AuthError> {
+        let origin = self.url.origin().ascii_serialization();
+        let path = self.url.path().trim_end_matches('/');
+        let mut urls = Vec::new();
+        if let Some(u) = &challenge.resource_metadata {
+            urls.push(check_endpoint("resource metadata URL", u)?.to_string());
+        } else {
+            if !path.is_empty() {
+                urls.push(format!("{origin}/.well-known/oauth-protected-resource{path}"));
+            }
+            urls.push(format!("{origin}/.well-known/oauth-protected-resource"));
+        }
+        for u in &urls {
+            let Some(v) = self.get_json(u).await else { continue };
+            let Some(issuer) = v
+                .get("authorization_servers")
+                .and_then(Value::as_array)
+                .and_then(|a| a.first())
+                .and_then(Value::as_str)
+            else {
+                continue;
+            };
+            let resource = v.get("resource").and_then(Value::as_str).map(str::to_string);
+            if let Some(r) = &resource {
+                self.check_resource(r)?;
+            }
+            return Ok((issuer.to_string(), resource, strings(&v, "scopes_supported")));
+        }
+        Ok((origin, None, None))
+    }
+
+    /// The authorization server's metadata, from the first of its well-known URLs (path-aware
+    /// forms first) that answers.
+    async fn server_metadata(&self, issuer: &str) -> Result<Option<Value>, AuthError> {
+        let issuer_url = check_endpoint("authorization server", issuer)?;
+        let origin = issuer_url.origin().ascii_serialization();
+        let path = issuer_url.path().trim_end_matches('/');
+        let candidates: Vec<String> = if path.is_empty() {
+            vec![
+                format!("{origin}/.well-known/oauth-authorization-server"),
+                format!("{origin}/.well-known/openid-configuration"),
+            ]
+        } else {
+            vec![
+                format!("{origin}/.well-known/oauth-authorization-server{path}"),
+                format!("{origin}/.well-known/openid-configuration{path}"),
+                format!("{origin}{path}/.well-known/openid-configuration"),
+            ]
+        };
+        for u in &candidates {
+            if let Some(v) = self.get_json(u).await {
+                return Ok(Some(v));
+            }
+        }
+        Ok(None)
+    }
+
+    /// The endpoints and abilities metadata states (checked), or the 2025-03-26 defaults.
+    fn found(
+        &self,
+        issuer: String,
+        metadata: Option<Value>,
+        resource: Option<String>,
+        scopes_supported: Option<Vec<String>>,
+    ) -> Result<Found, AuthError> {
+        let Some(m) = metadata else {
+            let base = issuer.trim_end_matches('/').to_string();
+            return Ok(Found {
+                authorization_endpoint: format!("{base}/authorize"),
+                token_endpoint: format!("{base}/token"),
+                registration_endpoint: Some(format!("{base}/register")),
+                token_auth_methods: vec!["client_secret_basic".into(), "client_secret_post".into(), "none".into()],
+                cimd: false,
+                iss_supported: None,
+                issuer,
+                resource,
+                scopes_supported,
+            });
+        };
+        let stated = m.get("issuer").and_then(Value::as_str).unwrap_or_default();
+        if stated != issuer {
+            return Err(err(format!(
+                "{}'s authorization server metadata names the issuer {stated:?}, not {issuer:?}: refused",
+                self.server
+            )));
+        }
+        let endpoint = |key: &str| -> Result<Option<String>, AuthError> {
+            match m.get(key).and_then(Value::as_str) {
+                Some(u) => Ok(Some(check_endpoint(key, u)?.to_string())),
+                None => Ok(None),
+            }
+        };
+        let authorization_endpoint = endpoint("authorization_endpoint")?
+            .ok_or_else(|| err("the authorization server metadata has no authorization_endpoint"))?;
+        let token_endpoint = endpoint("token_endpoint")?
+            .ok_or_else(|| err("the authorization server metadata has no token_endpoint"))?;
+        if let Some(methods) = strings(&m, "code_challenge_methods_supported")
+            && !methods.iter().any(|x| x == "S256")
+            && self.config.grant == Grant::AuthorizationCode
+        {
+            return Err(err(format!(
+                "{}'s authorization server does not offer PKCE with S256: refused",
+                self.server
+            )));
+        }
+        Ok(Found {
+            authorization_endpoint,
+            token_endpoint,
+            registration_endpoint: endpoint("registration_endpoint")?,
+            token_auth_methods: strings(&m, "token_endpoint_auth_methods_supported")
+                .unwrap_or_else(|| vec!["client_secret_basic".into()]),
+            cimd: m.get("client_id_metadata_document_supported").and_then(Value::as_bool) == Some(true),
+            iss_supported: m
+                .get("authorization_response_iss_parameter_supported")
+                .and_then(Value::as_bool),
+            issuer,
+            resource,
+            scopes_supported,
+        })
     }
 
     /// The metadata's resource must be this server (same origin, a prefix of its path).
     fn check_resource(&self, resource: &str) -> Result<(), AuthError> {
         let r = url::Url::parse(resource).map_err(|_| err(format!("the resource {resource:?} is not a URL")))?;
         let same_origin = r.origin() == self.url.origin();
-        let prefix = self.url.path().starts_with(r.path().trim_end_matches('/'));
+        let (mine, theirs) = (self.url.path().trim_end_matches('/'), r.path().trim_end_matches('/'));
+        // A prefix by whole path segments: `/mcp` is not a resource of `/m`.
+        let prefix = theirs.is_empty() || mine == theirs || mine.starts_with(&format!("{theirs}/"));
         if same_origin && prefix {
             Ok(())
         } else {
@@ -813,7 +817,7 @@ impl OAuth {
 
     /// The client to use at this authorization server: configured, a metadata document URL,
     /// one registered before (same issuer, same redirect), or a new registration.
-    async fn client(&self, found: &Found, redirect: &str, held: Option<&Grant0>) -> Result<Client, AuthError> {
+    async fn client(&self, found: &Found, redirect: &str, held: Option<&Kept>) -> Result<Client, AuthError> {
         if let Some(id) = &self.config.client_id {
             let secret = self.config.secret();
             return Ok(Client {
@@ -847,6 +851,12 @@ impl OAuth {
                 self.server, self.server
             )));
         };
+        self.register(found, endpoint, redirect).await
+    }
+
+    /// Dynamic client registration (RFC 7591), as a native application with the loopback
+    /// redirect, asking for the token endpoint authentication the server offers.
+    async fn register(&self, found: &Found, endpoint: &str, redirect: &str) -> Result<Client, AuthError> {
         let offered = |m: &str| found.token_auth_methods.iter().any(|x| x == m);
         let method = if offered("none") {
             "none"
@@ -913,30 +923,7 @@ impl OAuth {
     async fn authorize(&self, found: &Found, scopes: &[String], first: bool, opener: Opener) -> Result<(), AuthError> {
         let held = self.load().await;
         let scopes = self.default_scopes(found, scopes, first);
-        // The port registered before, when free, so the registration still matches.
-        let wanted_port = self.config.redirect_port.or_else(|| {
-            held.as_ref()
-                .and_then(|g| g.client.redirect_uri.as_deref())
-                .and_then(|u| url::Url::parse(u).ok())
-                .and_then(|u| u.port())
-        });
-        let listener = match wanted_port {
-            Some(p) => match tokio::net::TcpListener::bind(("127.0.0.1", p)).await {
-                Ok(l) => l,
-                Err(_) if self.config.redirect_port.is_none() => tokio::net::TcpListener::bind(("127.0.0.1", 0))
-                    .await
-                    .map_err(|e| err(format!("cannot listen for the redirect: {e}")))?,
-                Err(e) => return Err(err(format!("cannot listen for the redirect on port {p}: {e}"))),
-            },
-            None => tokio::net::TcpListener::bind(("127.0.0.1", 0))
-                .await
-                .map_err(|e| err(format!("cannot listen for the redirect: {e}")))?,
-        };
-        let port = listener
-            .local_addr()
-            .map_err(|e| err(format!("cannot listen for the redirect: {e}")))?
-            .port();
-        let redirect = format!("http://127.0.0.1:{port}/callback");
+        let (listener, redirect) = self.redirect_listener(held.as_ref()).await?;
         let client = self.client(found, &redirect, held.as_ref()).await?;
         let verifier = random_token()?;
         let state = random_token()?;
@@ -1001,6 +988,28 @@ impl OAuth {
         self.keep(v, found, client, scopes, Some(resource), None).await
     }
 
+    /// The loopback listener of the redirect and its URI: on the configured port, else the
+    /// one registered before when free (so a registration still matches), else any.
+    async fn redirect_listener(&self, held: Option<&Kept>) -> Result<(tokio::net::TcpListener, String), AuthError> {
+        let cannot = |e: std::io::Error| err(format!("cannot listen for the redirect: {e}"));
+        let registered = held
+            .and_then(|g| g.client.redirect_uri.as_deref())
+            .and_then(|u| url::Url::parse(u).ok())
+            .and_then(|u| u.port());
+        let listener = match (self.config.redirect_port, registered) {
+            (Some(p), _) => tokio::net::TcpListener::bind(("127.0.0.1", p))
+                .await
+                .map_err(|e| err(format!("cannot listen for the redirect on port {p}: {e}")))?,
+            (None, Some(p)) => match tokio::net::TcpListener::bind(("127.0.0.1", p)).await {
+                Ok(l) => l,
+                Err(_) => tokio::net::TcpListener::bind(("127.0.0.1", 0)).await.map_err(cannot)?,
+            },
+            (None, None) => tokio::net::TcpListener::bind(("127.0.0.1", 0)).await.map_err(cannot)?,
+        };
+        let port = listener.local_addr().map_err(cannot)?.port();
+        Ok((listener, format!("http://127.0.0.1:{port}/callback")))
+    }
+
     async fn client_credentials(&self, found: &Found, scopes: &[String]) -> Result<(), AuthError> {
         let secret = self.config.secret();
         let client = Client {
@@ -1023,7 +1032,7 @@ impl OAuth {
         self.keep(v, found, client, scopes, Some(resource), None).await
     }
 
-    async fn refresh(&self, grant: &Grant0) -> Result<String, AuthError> {
+    async fn refresh(&self, grant: &Kept) -> Result<String, AuthError> {
         let refresh = grant.refresh_token.clone().ok_or_else(|| err("no refresh token"))?;
         let mut form = vec![
             ("grant_type", "refresh_token".to_string()),
@@ -1129,7 +1138,7 @@ impl OAuth {
             .and_then(Value::as_str)
             .map(str::to_string)
             .or(old_refresh);
-        self.save(Grant0 {
+        self.save(Kept {
             access_token,
             refresh_token,
             expires_at,
@@ -1411,6 +1420,11 @@ mod tests {
         assert!(o.check_resource("https://evil.example.com/mcp").is_err());
         assert!(o.check_resource("http://mcp.example.com/mcp").is_err());
         assert!(o.check_resource("https://mcp.example.com/other").is_err());
+        assert!(
+            o.check_resource("https://mcp.example.com/m").is_err(),
+            "a prefix of a segment"
+        );
+        assert!(o.check_resource("https://mcp.example.com/mcp/deeper").is_err());
     }
 
     #[test]
@@ -1448,14 +1462,14 @@ mod tests {
 
     #[test]
     fn a_grant_never_prints_its_tokens() {
-        let g = Grant0 {
+        let g = Kept {
             access_token: "at-SECRET".into(),
             refresh_token: Some("rt-SECRET".into()),
             client: Client {
                 client_secret: Some("cs-SECRET".into()),
                 ..Client::default()
             },
-            ..Grant0::default()
+            ..Kept::default()
         };
         assert!(!format!("{g:?}").contains("SECRET"));
     }
