@@ -2,7 +2,7 @@
 //! tools plus every server's current tools, and when a tool's definition changes revokes its
 //! grants everywhere and says so — an approval never carries over to a tool that changed.
 
-use crate::tool::{McpTool, StoredDef};
+use crate::tool::McpTool;
 use crate::upstream::{Report, Unserved, Upstream};
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -343,15 +343,16 @@ impl Report {
 }
 
 fn diff(old: &[Arc<McpTool>], new: &[Arc<McpTool>]) -> Change {
-    let index = |list: &[Arc<McpTool>]| -> BTreeMap<String, StoredDef> {
-        list.iter().map(|t| (t.name().to_owned(), t.def().clone())).collect()
+    // By reference: a list of thousands is compared without copying a definition.
+    let index = |list: &[Arc<McpTool>]| -> BTreeMap<String, Arc<McpTool>> {
+        list.iter().map(|t| (t.name().to_owned(), t.clone())).collect()
     };
     let (old, new) = (index(old), index(new));
     let mut change = Change::default();
-    for (name, def) in &new {
+    for (name, tool) in &new {
         match old.get(name) {
             None => change.added.push(name.clone()),
-            Some(before) if before != def => change.changed.push(name.clone()),
+            Some(before) if before.def() != tool.def() => change.changed.push(name.clone()),
             Some(_) => {}
         }
     }
