@@ -288,8 +288,13 @@ impl Extension for Proxy {
             }
             first
         };
-        if first {
-            peer.subscribe(request).await.map_err(|e| failed(upstream.name(), e))?;
+        if first && let Err(e) = peer.subscribe(request.clone()).await {
+            // Not subscribed there: nobody is, so the next client's subscribe tries again.
+            self.subscribers
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .remove(&request.uri);
+            return Err(failed(upstream.name(), e));
         }
         Ok(())
     }
