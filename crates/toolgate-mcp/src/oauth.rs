@@ -312,6 +312,8 @@ pub struct OAuth {
     flow: tokio::sync::Mutex<()>,
     /// The store was read for a grant (requests then ask memory only, until a challenge).
     looked: std::sync::atomic::AtomicBool,
+    /// `toolgate login` set the held token aside: the store's copy of it is not taken back.
+    signing_in: std::sync::atomic::AtomicBool,
     /// How long a person has to finish signing in.
     wait: Duration,
 }
@@ -401,6 +403,7 @@ impl OAuth {
             grant: Mutex::new(None),
             flow: tokio::sync::Mutex::new(()),
             looked: std::sync::atomic::AtomicBool::new(false),
+            signing_in: std::sync::atomic::AtomicBool::new(false),
             wait: Duration::from_secs(300),
         })
     }
@@ -513,7 +516,13 @@ impl OAuth {
     pub async fn on_challenge(&self, header: &str, sent: Option<&str>) -> Result<(), AuthError> {
         let _flow = self.flow.lock().await;
         let challenge = Challenge::parse(header);
-        let held = self.reload().await;
+        // A sign-in in progress set the held token aside; otherwise the store may hold a newer
+        // one (a login in another process, a replica's refresh).
+        let held = if self.signing_in.load(std::sync::atomic::Ordering::Relaxed) {
+            self.load().await
+        } else {
+            self.reload().await
+        };
         // A token refreshed or granted while this request was refused: try it first.
         if let Some(g) = &held
             && !g.access_token.is_empty()
@@ -576,6 +585,7 @@ impl OAuth {
     /// registration and the scopes stay), so the next request the server refuses is answered
     /// by a new authorization, asking also for `extra` scopes.
     pub async fn begin_login(&self, extra: &[String]) {
+        self.signing_in.store(true, std::sync::atomic::Ordering::Relaxed);
         let held = self.load().await;
         if let Ok(mut slot) = self.grant.lock() {
             *slot = held.map(|mut g| {

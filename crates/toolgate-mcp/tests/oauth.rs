@@ -34,6 +34,8 @@ struct Seen {
     /// `grant_type` of each token request, with its `resource`.
     grants: Vec<(String, Option<String>)>,
     authorizations: usize,
+    /// The `scope` of each authorization request.
+    scopes: Vec<Option<String>>,
     /// Bearer tokens the MCP endpoint accepted, in order.
     used: Vec<String>,
     valid: Vec<String>,
@@ -98,6 +100,7 @@ async fn register() -> (StatusCode, axum::Json<Value>) {
 async fn authorize(State(seen): State<Shared>, Query(q): Query<HashMap<String, String>>) -> Response {
     let mut s = seen.lock().unwrap();
     s.authorizations += 1;
+    s.scopes.push(q.get("scope").cloned());
     assert_eq!(q.get("code_challenge_method").map(String::as_str), Some("S256"));
     s.challenge = q.get("code_challenge").cloned();
     let code = format!("code-{}", s.authorizations);
@@ -312,4 +315,28 @@ async fn a_refused_refresh_asks_for_a_new_sign_in_instead_of_using_a_dead_token(
     // With a person at hand, the same situation is a new sign-in.
     assert_eq!(first.check(within).await.unwrap(), 1);
     assert_eq!(seen.lock().unwrap().authorizations, 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_login_signs_in_anew_even_with_a_valid_token_kept_and_asks_for_the_extra_scopes() {
+    let (base, seen) = start().await;
+    let url = format!("{base}/mcp");
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let within = Duration::from_secs(60);
+    assert_eq!(upstream("sec", &url, &store, true).check(within).await.unwrap(), 1);
+    // `toolgate login sec --scope admin` in another process: the kept token still works, and
+    // is not taken back from the store; the login is a new sign-in for the scope.
+    let login = upstream("sec", &url, &store, true);
+    login.oauth().unwrap().begin_login(&["admin".to_owned()]).await;
+    assert_eq!(login.check(within).await.unwrap(), 1);
+    let s = seen.lock().unwrap();
+    assert_eq!(s.authorizations, 2);
+    assert!(
+        s.scopes[1]
+            .as_deref()
+            .is_some_and(|sc| sc.split(' ').any(|x| x == "admin")),
+        "{:?}",
+        s.scopes
+    );
+    assert_eq!(s.used.last().map(String::as_str), Some("at-2"));
 }
