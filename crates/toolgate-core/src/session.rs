@@ -133,41 +133,6 @@ impl Session {
         self.grants.write().unwrap_or_else(|p| p.into_inner()).allow.push(rule);
     }
 
-    /// Decides an action that is no call of the registry (an upstream MCP server's sampling
-    /// request, say) as the pipeline decides a call: the permission rules and the session's
-    /// grants, then the session's approver for an ask. `Err` says why it may not happen.
-    pub async fn govern(&self, call: &crate::types::ToolCall, spec: &crate::tool::ToolSpec) -> Result<(), String> {
-        use crate::permit::{Answer, ApprovalRequest, Verdict};
-        let decision = {
-            let grants = self.grants.read().unwrap_or_else(|p| p.into_inner());
-            crate::permit::decide(call, spec, &self.policy, &grants)
-        };
-        match decision.verdict {
-            Verdict::Allow => Ok(()),
-            Verdict::Deny => Err(decision.reason),
-            Verdict::Ask => {
-                let request = ApprovalRequest {
-                    call: call.clone(),
-                    subject: None,
-                    reason: decision.reason,
-                    suggested_rule: None,
-                };
-                match self.approver.approve(&request).await {
-                    Answer::ApproveOnce | Answer::AutoApprove => Ok(()),
-                    Answer::ApproveSession | Answer::ApproveTool | Answer::ApproveRule(_) => {
-                        if let Ok(rule) = Rule::parse(call.name.as_str()) {
-                            self.grant(rule).await;
-                        }
-                        Ok(())
-                    }
-                    Answer::Reject(why) => Err(why.unwrap_or_else(|| "the approver refused it".to_owned())),
-                    Answer::Unavailable => Err("it needs approval and nobody could be asked".to_owned()),
-                    Answer::Failed(why) => Err(format!("the approval could not be asked: {why}")),
-                }
-            }
-        }
-    }
-
     /// Drops this session's grants of a tool (its definition changed); the store's are revoked
     /// separately ([`Store::grants_revoke`]). Returns the rules dropped.
     pub fn revoke_tool(&self, tool: &str) -> Vec<String> {

@@ -70,7 +70,9 @@ impl ToClients {
         let call = toolgate_core::ToolCall::new(toolgate_core::CallId::generate(), name.as_str(), arguments);
         let mut spec = toolgate_core::tool::ToolSpec::default();
         spec.annotations.read_only = read_only;
-        live.govern(&call, &spec)
+        gateway
+            .engine
+            .govern(&live, &call, &spec)
             .await
             .map_err(|why| format!("{name}: {why}"))?;
         gateway

@@ -15,6 +15,7 @@ use crate::redact::redact_text;
 use crate::registry::Entry;
 use crate::rules::Rule;
 use crate::session::Session;
+use crate::tool::ToolSpec;
 use crate::types::ToolCall;
 use crate::validate::ValidateOptions;
 use serde_json::Value;
@@ -142,8 +143,42 @@ impl Engine {
         call: &ToolCall,
         reason: String,
     ) -> (bool, Source, String) {
-        let spec = entry.spec();
         let (kill, _linked) = call_kill(session, turn);
+        self.ask_with(session, &kill, call, entry.spec(), reason).await
+    }
+
+    /// Decides an action that is no call of the registry (an upstream MCP server's sampling
+    /// request, say) as stage 8 decides a call: the permission rules and the session's grants,
+    /// then, for an ask, the session's approver as a call is asked (one ask at a time, within
+    /// the timeout, raced with a kill). `Err` says why it may not happen.
+    pub async fn govern(&self, session: &Session, call: &ToolCall, spec: &ToolSpec) -> Result<(), String> {
+        let decision = {
+            let grants = session.grants.read().unwrap_or_else(|p| p.into_inner());
+            crate::permit::decide(call, spec, &session.policy, &grants)
+        };
+        match decision.verdict {
+            Verdict::Allow => Ok(()),
+            Verdict::Deny => Err(decision.reason),
+            Verdict::Ask => {
+                let kill = session.kill_token();
+                match self.ask_with(session, &kill, call, spec, decision.reason).await {
+                    (true, _, _) => Ok(()),
+                    (false, _, why) => Err(why),
+                }
+            }
+        }
+    }
+
+    /// The ask itself: the request the approver sees, its answer within the timeout, and the
+    /// grant that answer makes.
+    async fn ask_with(
+        &self,
+        session: &Session,
+        kill: &tokio_util::sync::CancellationToken,
+        call: &ToolCall,
+        spec: &ToolSpec,
+        reason: String,
+    ) -> (bool, Source, String) {
         let request = ApprovalRequest {
             call: call.clone(),
             subject: spec

@@ -51,13 +51,14 @@ impl Engine {
             .filter(|e| keep(e.provider_name()))
             .filter_map(|e| self.shown(e, &turn).ok().map(|x| (e, x)))
             .collect();
-        // Schemas as the tools give them now (a tool may parse them from text for this page).
+        // Schemas as this turn shows them: narrowed, or as the tool gives them now (a tool may
+        // parse them from text for this page).
         let schemas: Vec<_> = shown
             .iter()
             .map(|(e, x)| {
                 let parameters = match &x.narrowed {
-                    Some(_) => None,
-                    None => Some(e.tool().parameter_schema()),
+                    Some(compiled) => std::borrow::Cow::Borrowed(compiled.schema()),
+                    None => e.tool().parameter_schema(),
                 };
                 (parameters, e.tool().result_schema())
             })
@@ -68,11 +69,7 @@ impl Engine {
             .map(|((e, x), (parameters, output))| ToolView {
                 name: e.provider_name(),
                 description: x.description.as_deref().unwrap_or(e.tool().description()),
-                parameters: match (&x.narrowed, parameters) {
-                    (Some(compiled), _) => compiled.schema(),
-                    (None, Some(p)) => p,
-                    (None, None) => e.tool().parameters(),
-                },
+                parameters,
                 output_schema: output.as_deref(),
                 annotations: e.spec().annotations,
             })
