@@ -40,6 +40,8 @@ struct Seen {
     used: Vec<String>,
     valid: Vec<String>,
     issued: usize,
+    /// An attacker's redirect: the code comes back with a state toolgate never sent.
+    forge_state: bool,
 }
 
 type Shared = Arc<Mutex<Seen>>;
@@ -108,7 +110,7 @@ async fn authorize(State(seen): State<Shared>, Query(q): Query<HashMap<String, S
     let mut to = url::Url::parse(&q["redirect_uri"]).unwrap();
     to.query_pairs_mut()
         .append_pair("code", &code)
-        .append_pair("state", &q["state"])
+        .append_pair("state", if s.forge_state { "forged" } else { &q["state"] })
         .append_pair("iss", &s.base);
     Redirect::to(to.as_str()).into_response()
 }
@@ -339,4 +341,32 @@ async fn a_login_signs_in_anew_even_with_a_valid_token_kept_and_asks_for_the_ext
         s.scopes
     );
     assert_eq!(s.used.last().map(String::as_str), Some("at-2"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redirect_with_a_state_toolgate_never_sent_is_refused_and_its_code_never_redeemed() {
+    let (base, seen) = start().await;
+    seen.lock().unwrap().forge_state = true;
+    let url = format!("{base}/mcp");
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let refused = upstream("sec", &url, &store, true)
+        .check(Duration::from_secs(60))
+        .await
+        .unwrap_err();
+    assert!(refused.contains("state does not match"), "{refused}");
+    {
+        let s = seen.lock().unwrap();
+        assert_eq!(s.authorizations, 1);
+        assert!(
+            s.grants.is_empty(),
+            "the code was sent to the token endpoint: {:?}",
+            s.grants
+        );
+        assert!(s.used.is_empty());
+    }
+    assert_eq!(
+        store.cache_get(&format!("oauth/sec/{url}")).await.unwrap(),
+        None,
+        "no token kept"
+    );
 }
