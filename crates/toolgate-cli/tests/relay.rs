@@ -27,6 +27,15 @@ struct Person {
     forms: Arc<Mutex<Vec<String>>>,
     samples: Arc<AtomicUsize>,
     prompts: Arc<Mutex<Vec<String>>>,
+    /// When set, a form stays open on the person's screen until the test releases it.
+    hold: Option<Arc<Hold>>,
+}
+
+/// A form kept open: `shown` when it reaches the person, answered once `release`d.
+#[derive(Default)]
+struct Hold {
+    shown: tokio::sync::Notify,
+    release: tokio::sync::Notify,
 }
 
 impl ClientHandler for Person {
@@ -49,6 +58,10 @@ impl ClientHandler for Person {
             _ => "(url)".to_owned(),
         };
         self.forms.lock().unwrap().push(message);
+        if let Some(hold) = &self.hold {
+            hold.shown.notify_one();
+            hold.release.notified().await;
+        }
         // The person fills two fields and leaves the rest as the form showed them.
         Ok(ElicitResult::new(ElicitationAction::Accept).with_content(json!({"name": "Ada Lovelace", "check": true})))
     }
@@ -217,4 +230,54 @@ async fn sampling_no_rule_allows_is_asked_and_a_refusal_reaches_neither_the_clie
     let (error, elicited) = call(&client, "every__trigger-elicitation-request", json!({})).await;
     assert!(!error && elicited.contains("Ada Lovelace"), "{elicited}");
     client.cancel().await.ok();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_request_while_two_sessions_calls_are_in_flight_reaches_neither_client() {
+    let Some(everything) = peer("TOOLGATE_MCP_EVERYTHING") else {
+        return;
+    };
+    let ws = workspace();
+    let work = ws.path().join("work");
+    std::fs::create_dir_all(&work).unwrap();
+    let config = config(ws.path(), &everything, "allow = [\"every__*\"]");
+    let (_g, addr) = serve_on(&work, "memory", Some(&config), &[], &[]);
+    let hold = Arc::new(Hold::default());
+    let alice = Person {
+        hold: Some(hold.clone()),
+        ..Person::default()
+    };
+    let bob = Person::default();
+    let alice_client = connect(&addr, &alice).await;
+    let bob_client = connect(&addr, &bob).await;
+    // Alice's call is in flight at the upstream: its form is open on her screen.
+    let alices_call = tokio::spawn(async move {
+        let answer = call(&alice_client, "every__trigger-elicitation-request", json!({})).await;
+        alice_client.cancel().await.ok();
+        answer
+    });
+    hold.shown.notified().await;
+    // Bob's calls make the server ask its client while both sessions' calls are in flight: the
+    // request could be either's, so neither client is shown it.
+    let (_, sampled) = call(
+        &bob_client,
+        "every__trigger-sampling-request",
+        json!({"prompt": "whose model answers this?", "maxTokens": 5}),
+    )
+    .await;
+    assert!(sampled.contains("no single client's call is in flight"), "{sampled}");
+    let (_, elicited) = call(&bob_client, "every__trigger-elicitation-request", json!({})).await;
+    assert!(!elicited.contains("Ada Lovelace"), "{elicited}");
+    assert!(elicited.to_lowercase().contains("decline"), "{elicited}");
+    assert_eq!(
+        alice.samples.load(Ordering::SeqCst) + bob.samples.load(Ordering::SeqCst),
+        0
+    );
+    assert!(bob.forms.lock().unwrap().is_empty());
+    assert_eq!(alice.forms.lock().unwrap().len(), 1, "Alice saw only her own form");
+    // Alice's own request, made while hers was the only call there, is still hers to answer.
+    hold.release.notify_one();
+    let (error, text) = alices_call.await.unwrap();
+    assert!(!error && text.contains("Ada Lovelace"), "{text}");
+    bob_client.cancel().await.ok();
 }
