@@ -242,7 +242,8 @@ fn normalize_at(schema: &mut Value, pointer: &mut String, changes: &mut Vec<Stri
         return;
     };
     let anything = |t: &str| matches!(t.to_ascii_lowercase().as_str(), "any" | "mixed" | "unknown");
-    let at = if pointer.is_empty() { "/" } else { pointer.as_str() };
+    // The pointer of this schema ("" at the root), so `{at}/type` is the pointer of its type.
+    let at = pointer.as_str();
     match object.get_mut("type") {
         Some(Value::String(t)) if anything(t) => {
             changes.push(format!("{at}/type: `{t}` read as any type"));
@@ -605,7 +606,7 @@ mod tests {
     #[test]
     fn type_names_servers_write_are_read_as_what_they_mean_and_nothing_else_changes() {
         let mut served = json!({
-            "type": "object",
+            "type": "dict",
             "properties": {
                 "ratio": {"type": "float"},
                 "opts": {"type": "dict", "properties": {"n": {"type": "Integer"}}},
@@ -620,6 +621,8 @@ mod tests {
         assert!(CompiledSchema::compile(&served).is_err());
         let changes = normalize_schema(&mut served);
         for expected in [
+            // The root's type: a JSON pointer, not `//type`.
+            "/type: `dict` read as `object`",
             "/properties/ratio/type: `float` read as `number`",
             "/properties/opts/type: `dict` read as `object`",
             "/properties/opts/properties/n/type: `Integer` read as `integer`",
