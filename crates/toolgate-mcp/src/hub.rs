@@ -87,6 +87,10 @@ pub struct Hub {
     version: watch::Sender<u64>,
     /// The servers (their connections serve prompts and resources too, see `proxy`).
     upstreams: Vec<Arc<Upstream>>,
+    /// Set once every server's first report is in: before that, reports only gather tools, and
+    /// `start` builds the registry once for all of them (not once per server, each rebuild
+    /// registering thousands of tools again and warning again of every renamed one).
+    started: std::sync::atomic::AtomicBool,
 }
 
 impl std::fmt::Debug for Hub {
@@ -131,6 +135,7 @@ impl Hub {
             supervisors: Mutex::new(Vec::new()),
             version,
             upstreams: servers.clone(),
+            started: std::sync::atomic::AtomicBool::new(false),
         });
         let (tx, mut rx) = mpsc::unbounded_channel();
         let mut pending: std::collections::BTreeSet<String> = servers.iter().map(|s| s.name().to_owned()).collect();
@@ -148,6 +153,8 @@ impl Hub {
             hub.apply(report).await;
         }
         hub.rebuild();
+        release_freed_memory();
+        hub.started.store(true, std::sync::atomic::Ordering::Release);
         let background = hub.clone();
         tokio::spawn(async move {
             while let Some(report) = rx.recv().await {
@@ -267,8 +274,10 @@ impl Hub {
                 if !change.added.is_empty() || !change.removed.is_empty() {
                     tracing::info!(server = %server, added = ?change.added, removed = ?change.removed, "the server's tools changed");
                 }
-                self.rebuild();
-                release_freed_memory();
+                if self.started.load(std::sync::atomic::Ordering::Acquire) {
+                    self.rebuild();
+                    release_freed_memory();
+                }
                 self.engine.emit(&Event::ToolsChanged {
                     server,
                     added: change.added,
