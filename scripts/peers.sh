@@ -6,6 +6,8 @@
 #   TOOLGATE_MCP_EVERYTHING  the MCP reference server "everything" (stdio or streamable HTTP)
 #   TOOLGATE_MCP_TIME        the Python reference server mcp-server-time (stdio)
 #   TOOLGATE_MCP_PY1 / TOOLGATE_MCP_PY2  Pythons with the official MCP SDK, 1.x and 2.x
+#   TOOLGATE_BFCL_DATA       the Berkeley Function Calling Leaderboard's data (the bfcl-eval
+#                            package's data/ folder: 3,420 real-world function definitions)
 # Idempotent: a second run finds them and installs nothing.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -38,9 +40,20 @@ if [ ! -x "$dest/time/bin/mcp-server-time" ]; then
   python3 -m venv "$dest/time"
   "$dest/time/bin/pip" install --quiet --disable-pip-version-check mcp-server-time >&2
 fi
+# The BFCL data only: the package's wheel is downloaded and its data/ folder unpacked (installing
+# it would pull in its evaluation stack, which nothing here runs).
+bfcl_version=2026.3.23
+if [ ! -f "$dest/bfcl-$bfcl_version/bfcl_eval/data/BFCL_v4_simple_python.json" ]; then
+  rm -rf "$dest/bfcl-$bfcl_version" "$dest/bfcl-wheel"
+  "$dest/venv/bin/pip" download --quiet --disable-pip-version-check --no-deps --only-binary :all: \
+    -d "$dest/bfcl-wheel" "bfcl-eval==$bfcl_version" >&2
+  "$dest/venv/bin/python" -m zipfile -e "$dest/bfcl-wheel/bfcl_eval-$bfcl_version-py3-none-any.whl" "$dest/bfcl-$bfcl_version" >&2
+  rm -rf "$dest/bfcl-wheel"
+fi
 echo "TOOLGATE_AIMOCK=$dest/node/node_modules/.bin/llmock"
 echo "TOOLGATE_PYTHON=$dest/venv/bin/python"
 echo "TOOLGATE_MCP_EVERYTHING=$dest/node/node_modules/.bin/mcp-server-everything"
 echo "TOOLGATE_MCP_TIME=$dest/time/bin/mcp-server-time"
 echo "TOOLGATE_MCP_PY1=$dest/mcp1/bin/python"
 echo "TOOLGATE_MCP_PY2=$dest/mcp2/bin/python"
+echo "TOOLGATE_BFCL_DATA=$dest/bfcl-$bfcl_version/bfcl_eval/data"
