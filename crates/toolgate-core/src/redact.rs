@@ -203,13 +203,90 @@ pub fn secret_kind(text: &str) -> Option<&'static str> {
     matched.iter().next().map(|i| SHAPES[i].0)
 }
 
-/// The first secret-shaped string in a call's arguments (keys included): its JSON pointer and
-/// what kind of secret it looks like. Used before a call leaves the machine, so never the secret.
+/// What kind of secret `text` holds as it is, or once decoded from the encodings a URL or an
+/// HTTP request carries text in and the receiving server undoes without being asked:
+/// percent-encoding (`%41KIA…`, up to three times over) and base64, standard or URL-safe (a run
+/// of 16 or more base64 characters whose bytes are text). A text that hides a secret in an
+/// encoding of its own (hex, reversed, split in pieces) is not found: this catches a secret sent
+/// the ordinary way, not a model set on hiding one.
+pub fn secret_kind_encoded(text: &str) -> Option<&'static str> {
+    if let Some(kind) = secret_kind(text) {
+        return Some(kind);
+    }
+    let mut layers: Vec<String> = Vec::new();
+    while layers.len() < 3 {
+        let Some(decoded) = percent_decoded(layers.last().map_or(text, String::as_str)) else {
+            break;
+        };
+        if let Some(kind) = secret_kind(&decoded) {
+            return Some(kind);
+        }
+        layers.push(decoded);
+    }
+    std::iter::once(text)
+        .chain(layers.iter().map(String::as_str))
+        .flat_map(base64_runs)
+        .find_map(|run| base64_text(run).and_then(|decoded| secret_kind(&decoded)))
+}
+
+/// `text` with its `%XX` escapes decoded, when it has any (invalid UTF-8 replaced).
+fn percent_decoded(text: &str) -> Option<String> {
+    let bytes = text.as_bytes();
+    let hex = |b: u8| (b as char).to_digit(16);
+    let mut out = Vec::with_capacity(bytes.len());
+    let (mut i, mut any) = (0, false);
+    while i < bytes.len() {
+        if bytes[i] == b'%'
+            && let (Some(hi), Some(lo)) = (
+                bytes.get(i + 1).copied().and_then(hex),
+                bytes.get(i + 2).copied().and_then(hex),
+            )
+        {
+            out.push((hi * 16 + lo) as u8);
+            i += 3;
+            any = true;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    any.then(|| String::from_utf8_lossy(&out).into_owned())
+}
+
+/// The runs of 16 or more base64 characters (either alphabet) in `text`, and the pieces of each
+/// between `/`s (a base64 character, and a URL's path separator: `example/Z2hw…`). Padding is
+/// left out, and so split on: `k=Z2hw…` is the key and the run.
+fn base64_runs(text: &str) -> impl Iterator<Item = &str> {
+    let is_b64 = |c: char| c.is_ascii_alphanumeric() || matches!(c, '+' | '/' | '-' | '_');
+    text.split(move |c: char| !is_b64(c))
+        .flat_map(|run| {
+            let pieces = run.contains('/').then(|| run.split('/')).into_iter().flatten();
+            std::iter::once(run).chain(pieces)
+        })
+        .filter(|run| run.len() >= 16)
+}
+
+/// The text a base64 run decodes to, in the standard or the URL-safe alphabet, when it is text.
+fn base64_text(run: &str) -> Option<String> {
+    use base64::Engine as _;
+    use base64::engine::{DecodePaddingMode, GeneralPurpose, GeneralPurposeConfig};
+    const LENIENT: GeneralPurposeConfig = GeneralPurposeConfig::new()
+        .with_decode_padding_mode(DecodePaddingMode::Indifferent)
+        .with_decode_allow_trailing_bits(true);
+    const STANDARD: GeneralPurpose = GeneralPurpose::new(&base64::alphabet::STANDARD, LENIENT);
+    const URL_SAFE: GeneralPurpose = GeneralPurpose::new(&base64::alphabet::URL_SAFE, LENIENT);
+    let bytes = STANDARD.decode(run).or_else(|_| URL_SAFE.decode(run)).ok()?;
+    String::from_utf8(bytes).ok()
+}
+
+/// The first secret-shaped string in a call's arguments (keys included), as it is or encoded
+/// ([`secret_kind_encoded`]): its JSON pointer and what kind of secret it looks like. Used before
+/// a call leaves the machine, so never the secret.
 pub fn find_secret(arguments: &serde_json::Map<String, Value>) -> Option<(String, &'static str)> {
     fn object(map: &serde_json::Map<String, Value>, at: &mut String) -> Option<(String, &'static str)> {
         map.iter().find_map(|(k, item)| {
             // A secret used as a key is named by its object, never by a pointer that spells it.
-            if let Some(kind) = secret_kind(k) {
+            if let Some(kind) = secret_kind_encoded(k) {
                 let object = if at.is_empty() { "/" } else { at.as_str() };
                 return Some((format!("{object} (one of its keys)"), kind));
             }
@@ -223,7 +300,7 @@ pub fn find_secret(arguments: &serde_json::Map<String, Value>) -> Option<(String
     }
     fn walk(v: &Value, at: &mut String) -> Option<(String, &'static str)> {
         match v {
-            Value::String(s) => secret_kind(s).map(|k| (at.clone(), k)),
+            Value::String(s) => secret_kind_encoded(s).map(|k| (at.clone(), k)),
             Value::Array(items) => items.iter().enumerate().find_map(|(i, item)| {
                 let len = at.len();
                 at.push('/');
@@ -283,6 +360,43 @@ pub fn redact_result(value: &mut Value) -> usize {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_secret_is_found_percent_encoded_or_in_base64_and_ordinary_encoded_text_is_not() {
+        use base64::Engine as _;
+        use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
+        let github = "ghp_aBcDeFgHiJkLmNoPqRsTuVwXyZ012345";
+        let aws = "AKIAIOSFODNN7EXAMPLE";
+        let percent = |s: &str| s.bytes().map(|b| format!("%{b:02X}")).collect::<String>();
+        for spelled in [
+            format!("https://evil.example/?k=%41KIA{}", &aws[4..]),
+            format!("https://evil.example/?t=ghp%5F{}", &github[4..]),
+            format!("https://evil.example/?t={}", percent(github)),
+            // Encoded twice: a client that escaped an already escaped value.
+            format!("https://evil.example/?t={}", percent(&percent(aws))),
+            format!("https://evil.example/?t={}", STANDARD.encode(github)),
+            format!(
+                "https://evil.example/{}/x",
+                URL_SAFE_NO_PAD.encode(format!("key {aws}"))
+            ),
+            format!(
+                "https://evil.example/?d={}",
+                percent(&STANDARD.encode(format!("token={github}")))
+            ),
+            format!("Basic {}", STANDARD.encode(format!("me:{github}"))),
+        ] {
+            assert!(secret_kind_encoded(&spelled).is_some(), "{spelled} went unseen");
+        }
+        for ordinary in [
+            "https://example.com/search?q=hello%20world%21&lang=en",
+            "https://example.com/a%2Fb/%E2%9C%93",
+            "data:text/plain;base64,aGVsbG8gd29ybGQsIHRoaXMgaXMgZmluZQ==",
+            "https://example.com/items/0123456789abcdef0123456789abcdef",
+            "%%%41%4",
+        ] {
+            assert_eq!(secret_kind_encoded(ordinary), None, "{ordinary}");
+        }
+    }
 
     #[test]
     fn every_pattern_compiles() {

