@@ -216,3 +216,42 @@ fn a_here_tag_with_a_control_character_is_unparseable_and_never_reaches_the_pars
         );
     }
 }
+
+/// Fuzzing found that the word parser panics on a tilde's directory-stack index too large for a
+/// `usize` (`~55550555555055555055`): such a word is unparseable and never reaches the parser,
+/// and ordinary tildes are read as before.
+#[test]
+fn a_tilde_index_no_usize_holds_is_unparseable_and_never_reaches_the_parser() {
+    use super::words::oversized_tilde_index;
+    for word in [
+        "~55550555555055555055",
+        "~+99999999999999999999",
+        "~-18446744073709551616/x",
+        "a:~99999999999999999999",
+    ] {
+        assert!(oversized_tilde_index(word), "{word}");
+    }
+    for word in [
+        "~",
+        "~/x",
+        "~+",
+        "~-",
+        "~1",
+        "~+2",
+        "~-0",
+        "~18446744073709551615",
+        "~root/x",
+        "a~b",
+    ] {
+        assert!(!oversized_tilde_index(word), "{word}");
+    }
+    for line in [
+        "~55550555555055555055",
+        "cd ~+99999999999999999999",
+        "ls ~-99999999999999999999/x",
+    ] {
+        let a = analyze(line);
+        assert!(a.opaque.is_some(), "{line:?} was read as {:?}", a.programs);
+    }
+    assert!(analyze("ls ~/notes").programs.iter().any(|p| p.name() == "ls"));
+}

@@ -85,7 +85,11 @@ impl Walker {
                 ..Expanded::default()
             };
         }
-        let parsed = std::panic::catch_unwind(|| brush_parser::word::parse(&w.value, &self.options)).ok();
+        let parsed = if oversized_tilde_index(&w.value) {
+            None
+        } else {
+            std::panic::catch_unwind(|| brush_parser::word::parse(&w.value, &self.options)).ok()
+        };
         match parsed.and_then(Result::ok).ok_or(()) {
             Ok(pieces) => {
                 let mut out = Expanded::default();
@@ -307,4 +311,16 @@ fn braces(text: &str, limit: usize, out: &mut Vec<String>) {
     for part in parts {
         braces(&format!("{}{part}{}", &text[..open], &text[close + 1..]), limit, out);
     }
+}
+
+/// A `~N`, `~+N` or `~-N` whose number no `usize` holds: the word parser panics on it (it
+/// unwraps the number's parse; found by fuzzing), so such a word is unparseable without asking
+/// the parser. No directory stack is that deep.
+pub(super) fn oversized_tilde_index(word: &str) -> bool {
+    word.match_indices('~').any(|(at, _)| {
+        let rest = &word[at + 1..];
+        let rest = rest.strip_prefix(['+', '-']).unwrap_or(rest);
+        let digits = &rest[..rest.find(|c: char| !c.is_ascii_digit()).unwrap_or(rest.len())];
+        !digits.is_empty() && digits.parse::<usize>().is_err()
+    })
 }
