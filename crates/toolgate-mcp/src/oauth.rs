@@ -955,7 +955,7 @@ impl OAuth {
             }
         }
         opener.open(&self.server, url.as_str());
-        let params = tokio::time::timeout(self.wait, callback(&listener))
+        let params = tokio::time::timeout(self.wait, callback(&listener, &state))
             .await
             .map_err(|_| {
                 err(format!(
@@ -1325,7 +1325,11 @@ fn oauth_error(v: &Value) -> String {
 
 /// Waits for the browser's redirect on the loopback listener and answers it; other paths get
 /// 404 and the wait goes on.
-async fn callback(listener: &tokio::net::TcpListener) -> Result<Vec<(String, String)>, AuthError> {
+/// The query of the first redirect to `/callback` that carries `state`. Anything else that
+/// reaches the port — another path, or a redirect with another state (a local process or a web
+/// page racing the real one, with a code of its own) — is answered and ignored, so it can
+/// neither end the sign-in nor have its code redeemed.
+async fn callback(listener: &tokio::net::TcpListener, state: &str) -> Result<Vec<(String, String)>, AuthError> {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     loop {
         let (mut stream, _) = listener
@@ -1366,6 +1370,13 @@ async fn callback(listener: &tokio::net::TcpListener) -> Result<Vec<(String, Str
             continue;
         }
         let params: Vec<(String, String)> = url::form_urlencoded::parse(query.as_bytes()).into_owned().collect();
+        if !params.iter().any(|(k, v)| k == "state" && v == state) {
+            tracing::warn!("a redirect without this sign-in's state reached the loopback listener: ignored");
+            let _ = stream
+                .write_all(b"HTTP/1.1 400 Bad Request\r\ncontent-length: 0\r\nconnection: close\r\n\r\n")
+                .await;
+            continue;
+        }
         let page = if params.iter().any(|(k, _)| k == "error") {
             "toolgate: the authorization was refused. You can close this tab."
         } else {

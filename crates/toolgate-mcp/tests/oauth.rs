@@ -40,8 +40,13 @@ struct Seen {
     used: Vec<String>,
     valid: Vec<String>,
     issued: usize,
-    /// An attacker's redirect: the code comes back with a state toolgate never sent.
+    /// An attacker's redirect: before the browser's, a redirect with a code of its own and a
+    /// state toolgate never sent reaches toolgate's loopback.
     forge_state: bool,
+    /// What toolgate's loopback answered the attacker.
+    forged_answer: Option<u16>,
+    /// Every code sent to the token endpoint, valid or not.
+    redeemed: Vec<String>,
 }
 
 type Shared = Arc<Mutex<Seen>>;
@@ -100,18 +105,32 @@ async fn register() -> (StatusCode, axum::Json<Value>) {
 }
 
 async fn authorize(State(seen): State<Shared>, Query(q): Query<HashMap<String, String>>) -> Response {
-    let mut s = seen.lock().unwrap();
-    s.authorizations += 1;
-    s.scopes.push(q.get("scope").cloned());
-    assert_eq!(q.get("code_challenge_method").map(String::as_str), Some("S256"));
-    s.challenge = q.get("code_challenge").cloned();
-    let code = format!("code-{}", s.authorizations);
-    s.codes.push(code.clone());
+    let (code, base, forge) = {
+        let mut s = seen.lock().unwrap();
+        s.authorizations += 1;
+        s.scopes.push(q.get("scope").cloned());
+        assert_eq!(q.get("code_challenge_method").map(String::as_str), Some("S256"));
+        s.challenge = q.get("code_challenge").cloned();
+        let code = format!("code-{}", s.authorizations);
+        s.codes.push(code.clone());
+        (code, s.base.clone(), s.forge_state)
+    };
+    if forge {
+        // The attacker gets there first, with a code of its own.
+        let mut forged = url::Url::parse(&q["redirect_uri"]).unwrap();
+        forged
+            .query_pairs_mut()
+            .append_pair("code", "code-forged")
+            .append_pair("state", "forged")
+            .append_pair("iss", &base);
+        let answer = reqwest::get(forged.as_str()).await.unwrap().status().as_u16();
+        seen.lock().unwrap().forged_answer = Some(answer);
+    }
     let mut to = url::Url::parse(&q["redirect_uri"]).unwrap();
     to.query_pairs_mut()
         .append_pair("code", &code)
-        .append_pair("state", if s.forge_state { "forged" } else { &q["state"] })
-        .append_pair("iss", &s.base);
+        .append_pair("state", &q["state"])
+        .append_pair("iss", &base);
     Redirect::to(to.as_str()).into_response()
 }
 
@@ -124,6 +143,7 @@ async fn token(State(seen): State<Shared>, body: String) -> Response {
     match grant.as_str() {
         "authorization_code" => {
             let code = form.get("code").cloned().unwrap_or_default();
+            s.redeemed.push(code.clone());
             let Some(at) = s.codes.iter().position(|c| *c == code) else {
                 return refused();
             };
@@ -344,29 +364,19 @@ async fn a_login_signs_in_anew_even_with_a_valid_token_kept_and_asks_for_the_ext
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_redirect_with_a_state_toolgate_never_sent_is_refused_and_its_code_never_redeemed() {
+async fn a_redirect_with_a_state_toolgate_never_sent_is_refused_and_the_real_sign_in_still_completes() {
     let (base, seen) = start().await;
     seen.lock().unwrap().forge_state = true;
     let url = format!("{base}/mcp");
     let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
-    let refused = upstream("sec", &url, &store, true)
-        .check(Duration::from_secs(60))
+    let up = upstream("sec", &url, &store, true);
+    up.check(Duration::from_secs(60))
         .await
-        .unwrap_err();
-    assert!(refused.contains("state does not match"), "{refused}");
-    {
-        let s = seen.lock().unwrap();
-        assert_eq!(s.authorizations, 1);
-        assert!(
-            s.grants.is_empty(),
-            "the code was sent to the token endpoint: {:?}",
-            s.grants
-        );
-        assert!(s.used.is_empty());
-    }
-    assert_eq!(
-        store.cache_get(&format!("oauth/sec/{url}")).await.unwrap(),
-        None,
-        "no token kept"
-    );
+        .expect("the real redirect, after the forged one, signs in");
+    let s = seen.lock().unwrap();
+    assert_eq!(s.forged_answer, Some(400), "the forged redirect was not refused");
+    assert_eq!(s.authorizations, 1);
+    // Only the real code was redeemed: the attacker's never reached the token endpoint.
+    assert_eq!(s.redeemed, vec!["code-1".to_owned()]);
+    assert!(!s.used.is_empty(), "the token from the real code was used");
 }
