@@ -34,7 +34,11 @@ impl Telemetry {
 /// Sets up logging, and OTLP export when the environment asks for it. An exporter that cannot
 /// be built is reported on stderr; toolgate runs on without it.
 pub fn init() -> Telemetry {
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("warn"));
+    // rmcp's transport worker logs a failed connection as an ERROR with its whole error chain;
+    // toolgate reports the same failure itself, in a sentence (`cannot reach the MCP server …`),
+    // so by default that line is left out (RUST_LOG brings it back).
+    let filter =
+        EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("warn,rmcp::transport::worker=off"));
     let fmt = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
         .with_ansi(std::io::stderr().is_terminal())

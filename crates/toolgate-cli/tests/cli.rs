@@ -623,3 +623,42 @@ fn unprefixed_is_for_the_one_mcp_server_and_its_tools_may_be_named_in_rules() {
         .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
 }
+
+/// `toolgate login` on a user's mistake: one line naming what is wrong — a server not
+/// configured, one without OAuth (stdio), one nothing answers at (its URL and why).
+#[test]
+fn login_mistakes_get_one_line_naming_the_server_and_why() {
+    let ws = workspace();
+    // A port nothing listens on: bound, then let go.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let config = ws.path().join("servers.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[mcp_servers.local]\ncommand = \"true\"\n\n[mcp_servers.remote]\nurl = \"http://127.0.0.1:{port}/mcp\"\n"
+        ),
+    )
+    .unwrap();
+    let login = |server: &str| {
+        toolgate(ws.path())
+            .arg("--config")
+            .arg(&config)
+            .args(["login", server])
+            .env_remove("BROWSER")
+            .output()
+            .unwrap()
+    };
+    assert_usage_error(
+        &login("nosuch"),
+        "no MCP server named \"nosuch\" (configured: local, remote)",
+    );
+    assert_usage_error(&login("local"), "local is not an HTTP server");
+    assert_usage_error(
+        &login("remote"),
+        &format!("cannot reach the MCP server `remote` at http://127.0.0.1:{port}/mcp: Connection refused"),
+    );
+}

@@ -744,6 +744,40 @@ impl Upstream {
             .map_err(|_| format!("{} did not answer within {} s", self.name, within.as_secs()))?
     }
 
+    /// Why an HTTP server's handshake failed, in one sentence. The transport's error hides the
+    /// cause behind its wrappers (`Send message error Transport [...] error: Client error: error
+    /// sending request`), so, on this failure path only, a connection to the host and port tells
+    /// whether the server is there at all (`connection refused`, a name that does not resolve).
+    async fn unreachable(&self, handshake: &str) -> String {
+        let url = self.config.url.as_deref().unwrap_or_default();
+        let target = url::Url::parse(url).ok().and_then(|u| {
+            Some((
+                u.host_str()?.trim_matches(['[', ']']).to_owned(),
+                u.port_or_known_default()?,
+            ))
+        });
+        if let Some((host, port)) = target {
+            let probe = tokio::time::timeout(
+                Duration::from_secs(5),
+                tokio::net::TcpStream::connect((host.as_str(), port)),
+            );
+            match probe.await {
+                Ok(Err(e)) => return format!("cannot reach the MCP server `{}` at {url}: {e}", self.name),
+                Err(_) => {
+                    return format!(
+                        "cannot reach the MCP server `{}` at {url}: no connection within 5 s",
+                        self.name
+                    );
+                }
+                Ok(Ok(_)) => {}
+            }
+        }
+        format!(
+            "the MCP server `{}` at {url} did not complete the MCP handshake: {handshake}",
+            self.name
+        )
+    }
+
     fn take_down(&self, why: &str) {
         *self.link.down.lock().unwrap_or_else(|p| p.into_inner()) = why.to_owned();
         if let Some(conn) = self.link.current.write().unwrap_or_else(|p| p.into_inner()).take() {
@@ -867,11 +901,17 @@ impl Upstream {
                             oauth: oauth.clone(),
                         };
                         let transport = rmcp::transport::StreamableHttpClientTransport::with_client(client, config);
-                        handler.serve(transport).await.map_err(|e| e.to_string())?
+                        match handler.serve(transport).await {
+                            Ok(running) => running,
+                            Err(e) => return Err(self.unreachable(&e.to_string()).await),
+                        }
                     }
                     None => {
                         let transport = rmcp::transport::StreamableHttpClientTransport::with_client(client, config);
-                        handler.serve(transport).await.map_err(|e| e.to_string())?
+                        match handler.serve(transport).await {
+                            Ok(running) => running,
+                            Err(e) => return Err(self.unreachable(&e.to_string()).await),
+                        }
                     }
                 }
             }
