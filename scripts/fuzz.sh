@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
 # Runs every fuzz target for SECS seconds each (default 10: the smoke run .ci/run makes).
+# FUZZ_SEED=N makes the run repeat the same inputs (the smoke run in .ci/run is seeded, so a
+# landing fails only on what its own change made reachable; campaigns run unseeded to explore).
 # A longer campaign: scripts/fuzz.sh 600. Installs cargo-fuzz when it is missing; on this stable
 # toolchain RUSTC_BOOTSTRAP=1 lets it use the sanitizer flags. Exits non-zero on a crash (the
 # input is kept under fuzz/artifacts/TARGET/). Prints each target's execution count.
@@ -18,7 +20,7 @@ cargo fuzz build
 total=0
 for t in "${targets[@]}"; do
   log="$(mktemp)"
-  if ! cargo fuzz run "$t" -- -max_total_time="$secs" -max_len=4096 -print_final_stats=1 >"$log" 2>&1; then
+  if ! cargo fuzz run "$t" -- -max_total_time="$secs" -max_len=4096 -print_final_stats=1 ${FUZZ_SEED:+-seed="$FUZZ_SEED"} >"$log" 2>&1; then
     tail -40 "$log"
     echo "fuzz target $t failed" >&2
     exit 1

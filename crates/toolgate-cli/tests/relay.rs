@@ -9,7 +9,6 @@
 mod common;
 use common::{peer, serve_on, workspace};
 use serde_json::{Value, json};
-use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use toolgate_mcp::rmcp::model::{
@@ -81,17 +80,25 @@ impl ClientHandler for Person {
     }
 }
 
-fn config(dir: &Path, everything: &Path, rules: &str) -> std::path::PathBuf {
-    let path = dir.join("gateway.toml");
+/// `toolgate serve` with the reference server "everything" as its upstream `every` and `rest`
+/// of the configuration after it (rules, approval): the workspace, the running gateway and its
+/// address, or `None` (a skip) without the peer.
+fn gateway(rest: &str) -> Option<(tempfile::TempDir, common::Guard, String)> {
+    let everything = peer("TOOLGATE_MCP_EVERYTHING")?;
+    let ws = workspace();
+    let work = ws.path().join("work");
+    std::fs::create_dir_all(&work).unwrap();
+    let path = ws.path().join("gateway.toml");
     std::fs::write(
         &path,
         format!(
-            "[mcp_servers.every]\ncommand = {:?}\nargs = [\"stdio\"]\n\n[permissions]\n{rules}\n",
+            "[mcp_servers.every]\ncommand = {:?}\nargs = [\"stdio\"]\n\n{rest}\n",
             everything.display().to_string()
         ),
     )
     .unwrap();
-    path
+    let (guard, addr) = serve_on(&work, "memory", Some(&path), &[], &[]);
+    Some((ws, guard, addr))
 }
 
 async fn connect(addr: &str, person: &Person) -> RunningService<RoleClient, Person> {
@@ -119,14 +126,9 @@ async fn call(client: &RunningService<RoleClient, Person>, tool: &str, args: Val
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_upstream_elicitation_reaches_the_calling_client_and_its_answer_gets_the_form_defaults() {
-    let Some(everything) = peer("TOOLGATE_MCP_EVERYTHING") else {
+    let Some((_ws, _g, addr)) = gateway("[permissions]\nallow = [\"every__*\"]") else {
         return;
     };
-    let ws = workspace();
-    let work = ws.path().join("work");
-    std::fs::create_dir_all(&work).unwrap();
-    let config = config(ws.path(), &everything, "allow = [\"every__*\"]");
-    let (_g, addr) = serve_on(&work, "memory", Some(&config), &[], &[]);
     let person = Person::default();
     let client = connect(&addr, &person).await;
     let (error, text) = call(&client, "every__trigger-elicitation-request", json!({})).await;
@@ -146,14 +148,9 @@ async fn an_upstream_elicitation_reaches_the_calling_client_and_its_answer_gets_
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_upstream_sampling_request_a_rule_allows_is_answered_by_the_calling_clients_model() {
-    let Some(everything) = peer("TOOLGATE_MCP_EVERYTHING") else {
+    let Some((_ws, _g, addr)) = gateway("[permissions]\nallow = [\"every__*\"]") else {
         return;
     };
-    let ws = workspace();
-    let work = ws.path().join("work");
-    std::fs::create_dir_all(&work).unwrap();
-    let config = config(ws.path(), &everything, "allow = [\"every__*\"]");
-    let (_g, addr) = serve_on(&work, "memory", Some(&config), &[], &[]);
     let person = Person::default();
     let client = connect(&addr, &person).await;
     let (error, text) = call(
@@ -171,18 +168,11 @@ async fn an_upstream_sampling_request_a_rule_allows_is_answered_by_the_calling_c
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_deny_rule_stops_an_upstreams_sampling_and_elicitation_before_the_client_sees_them() {
-    let Some(everything) = peer("TOOLGATE_MCP_EVERYTHING") else {
+    let Some((_ws, _g, addr)) =
+        gateway("[permissions]\nallow = [\"every__*\"]\ndeny = [\"every__sampling\", \"every__elicitation\"]")
+    else {
         return;
     };
-    let ws = workspace();
-    let work = ws.path().join("work");
-    std::fs::create_dir_all(&work).unwrap();
-    let config = config(
-        ws.path(),
-        &everything,
-        "allow = [\"every__*\"]\ndeny = [\"every__sampling\", \"every__elicitation\"]",
-    );
-    let (_g, addr) = serve_on(&work, "memory", Some(&config), &[], &[]);
     let person = Person::default();
     let client = connect(&addr, &person).await;
     let (_, sampled) = call(
@@ -204,18 +194,12 @@ async fn a_deny_rule_stops_an_upstreams_sampling_and_elicitation_before_the_clie
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sampling_no_rule_allows_is_asked_and_a_refusal_reaches_neither_the_client_nor_its_model() {
-    let Some(everything) = peer("TOOLGATE_MCP_EVERYTHING") else {
-        return;
-    };
-    let ws = workspace();
-    let work = ws.path().join("work");
-    std::fs::create_dir_all(&work).unwrap();
     // The tool is allowed; sampling is not named, so it is an ask — and this gateway's asks are
     // refused at once (`[approval] via = "deny"`).
-    let path = config(ws.path(), &everything, "allow = [\"every__trigger-*\"]");
-    let body = std::fs::read_to_string(&path).unwrap();
-    std::fs::write(&path, format!("{body}\n[approval]\nvia = \"deny\"\n")).unwrap();
-    let (_g, addr) = serve_on(&work, "memory", Some(&path), &[], &[]);
+    let Some((_ws, _g, addr)) = gateway("[permissions]\nallow = [\"every__trigger-*\"]\n\n[approval]\nvia = \"deny\"")
+    else {
+        return;
+    };
     let person = Person::default();
     let client = connect(&addr, &person).await;
     let (_, sampled) = call(
@@ -234,14 +218,9 @@ async fn sampling_no_rule_allows_is_asked_and_a_refusal_reaches_neither_the_clie
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_server_request_while_two_sessions_calls_are_in_flight_reaches_neither_client() {
-    let Some(everything) = peer("TOOLGATE_MCP_EVERYTHING") else {
+    let Some((_ws, _g, addr)) = gateway("[permissions]\nallow = [\"every__*\"]") else {
         return;
     };
-    let ws = workspace();
-    let work = ws.path().join("work");
-    std::fs::create_dir_all(&work).unwrap();
-    let config = config(ws.path(), &everything, "allow = [\"every__*\"]");
-    let (_g, addr) = serve_on(&work, "memory", Some(&config), &[], &[]);
     let hold = Arc::new(Hold::default());
     let alice = Person {
         hold: Some(hold.clone()),
