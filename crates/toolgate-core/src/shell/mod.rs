@@ -493,12 +493,13 @@ impl Walker {
 }
 
 /// A whole line parsed, or `None` when it cannot be. The parser panics on some input (a
-/// redirection's descriptor number too large for an `i32`) and allocates without end on other
-/// input (a here-document tag holding a control character, such as `<<\x0c\t`: it pushes empty
-/// bodies until memory runs out), both found by fuzzing: such lines are refused before they reach
-/// the parser, and any other panic is caught, so hostile text is unparseable, never a crash.
+/// redirection's descriptor number too large for an `i32`), allocates without end on other input
+/// (a here-document tag holding a control character, such as `<<\x0c\t`, or an empty one before
+/// `(`: it pushes empty bodies until memory runs out) and takes exponential time on deeply nested
+/// unclosed parentheses, all found by fuzzing: such lines are refused before they reach the
+/// parser, and any other panic is caught, so hostile text is unparseable, never a crash or a hang.
 fn parse_program(text: &str, options: &ParserOptions) -> Option<brush_parser::ast::Program> {
-    if oversized_descriptor(text) || control_in_here_tag(text) {
+    if oversized_descriptor(text) || unreadable_here_tag(text) || too_deeply_nested(text) {
         return None;
     }
     std::panic::catch_unwind(|| brush_parser::Parser::new(text.as_bytes(), options).parse_program())
@@ -524,9 +525,10 @@ fn oversized_descriptor(text: &str) -> bool {
 }
 
 /// A here-document (`<<`, `<<-`, not a here-string `<<<`) whose tag holds a control character
-/// other than a tab or newline, or that ends in one: no tag a person writes, and text the parser
-/// cannot end on.
-fn control_in_here_tag(text: &str) -> bool {
+/// other than a tab or newline, or whose tag is empty once unquoted (`<<""`, `<<''`): no tag a
+/// person writes, and text the parser cannot end on (an empty tag followed by `(` made it
+/// allocate 2 GB in under 2 s; found by fuzzing).
+fn unreadable_here_tag(text: &str) -> bool {
     let bytes = text.as_bytes();
     let mut i = 0;
     while i + 1 < bytes.len() {
@@ -549,19 +551,56 @@ fn control_in_here_tag(text: &str) -> bool {
         while matches!(bytes.get(j), Some(b' ' | b'\t')) {
             j += 1;
         }
+        // The tag: up to unquoted white space or a metacharacter; what it is once unquoted.
+        let (mut tag, mut quote) = (0usize, None::<u8>);
         while let Some(&b) = bytes.get(j) {
-            if b == b'\n' || b == b' ' || b == b'\t' {
-                break;
-            }
-            if b.is_ascii_control() {
+            if b.is_ascii_control() && b != b'\t' && b != b'\n' {
                 return true;
             }
+            match (quote, b) {
+                (Some(q), _) if b == q => quote = None,
+                (Some(_), _) => tag += 1,
+                (None, b'\'' | b'"') => quote = Some(b),
+                (None, b'\\') => {
+                    j += 1;
+                    tag += 1;
+                }
+                (None, b' ' | b'\t' | b'\n' | b';' | b'&' | b'|' | b'(' | b')' | b'<' | b'>') => break,
+                (None, _) => tag += 1,
+            }
             j += 1;
+        }
+        if tag == 0 {
+            return true;
         }
         i = j.max(i + 2);
     }
     false
 }
+
+/// Parentheses nested deeper than [`MAX_PARENS`], counted as written (quoted ones too): the
+/// parser backtracks through each unclosed `(` twice over (a subshell, or an arithmetic `((`),
+/// so its time doubles with every level (28 took 56 s; found by fuzzing). No command line a
+/// person writes nests so deep; such a line is unparseable.
+fn too_deeply_nested(text: &str) -> bool {
+    let mut depth = 0usize;
+    for b in text.bytes() {
+        match b {
+            b'(' => {
+                depth += 1;
+                if depth > MAX_PARENS {
+                    return true;
+                }
+            }
+            b')' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    false
+}
+
+/// How deep parentheses may nest in a line the parser is given.
+const MAX_PARENS: usize = 12;
 
 #[cfg(test)]
 mod tests;

@@ -255,3 +255,44 @@ fn a_tilde_index_no_usize_holds_is_unparseable_and_never_reaches_the_parser() {
     }
     assert!(analyze("ls ~/notes").programs.iter().any(|p| p.name() == "ls"));
 }
+
+/// Fuzzing found a line that makes the parser allocate 2 GB in under 2 s (an empty here-document
+/// tag before `(`) and lines whose parse time doubles with each unclosed `(` (28 took 56 s): both
+/// are unparseable before the parser sees them, inline scripts of `bash -c` included, and the
+/// here-documents and parentheses people write still parse.
+#[test]
+fn empty_here_tags_and_deep_parentheses_are_unparseable_and_never_reach_the_parser() {
+    let deep = "(".repeat(28);
+    for line in [
+        "\n<<\"\"(#".to_owned(),
+        "cat <<\"\"(#".to_owned(),
+        "cat <<''".to_owned(),
+        "cat <<- \"\" x".to_owned(),
+        format!("n|&{deep}.((("),
+        format!("{} x", "( ".repeat(28)),
+        format!("echo \"{deep}\""),
+        // Parentheses the outer line does not show, made by the inline script's quoting.
+        format!("bash -c $'{}'", "\\x28".repeat(28)),
+    ] {
+        let a = analyze(&line);
+        assert!(a.opaque.is_some(), "{line:?} was read as {:?}", a.programs);
+    }
+    for line in [
+        "cat <<EOF\nhi\nEOF",
+        "cat <<'EOF'\nhi\nEOF",
+        "cat <<-\"END\"\n\thi\nEND",
+        "cat <<E\\OF\nhi\nEOF",
+        "(cd src && (ls -la))",
+        "echo $(( (1 + 2) * (3 + (4 - 1)) ))",
+        "diff <(sort a) <(sort b)",
+    ] {
+        let a = analyze(line);
+        assert!(
+            a.programs
+                .iter()
+                .any(|p| ["cat", "ls", "echo", "diff"].contains(&p.name())),
+            "{line:?}: {:?}",
+            a.opaque
+        );
+    }
+}
