@@ -296,3 +296,34 @@ fn empty_here_tags_and_deep_parentheses_are_unparseable_and_never_reach_the_pars
         );
     }
 }
+
+/// Fuzzing found words whose parse time explodes: subscripted expansions left unclosed
+/// (`${n[,}` twelve times in one word ran for minutes) and closed ones nested deep. They are
+/// unparseable before the parser sees them; the array expansions scripts use still parse.
+#[test]
+fn slow_subscripted_expansions_are_unparseable_and_never_reach_the_parser() {
+    for line in [
+        format!("echo x{}", "${n[,}".repeat(60)),
+        "${n[${n[,},${n,${n[,},-}[%{n[,},${n,{n,${n[,},${n[,},-}".to_owned(),
+        format!("{}1{}", "${a[".repeat(8), "]}".repeat(8)),
+        format!("echo {}", "${!n[,}".repeat(12)),
+        "echo ${n[}".to_owned(),
+    ] {
+        let a = analyze(&line);
+        assert!(a.opaque.is_some(), "{line:?} was read as {:?}", a.programs);
+    }
+    for (word, slow) in [
+        ("${a[1]}", false),
+        ("${a[${#b}]}", false),
+        ("${a[${b[1]}]}", false),
+        ("\"${a[0]} ${a[1]} ${a[2]} ${a[3]}\"", false),
+        ("${a[@]/x/[}", false),
+        ("${n[,}", true),
+        ("${a[0]}${a[1]}${a[2]}${a[3]}${a[4]}", true),
+    ] {
+        assert_eq!(super::slow_subscripts(word), slow, "{word}");
+    }
+    // Still read: the program is known, the expansion makes the line dynamic as before.
+    let a = analyze("echo \"${files[0]}\" | grep x");
+    assert!(a.programs.iter().any(|p| p.name() == "grep"), "{:?}", a.programs);
+}
