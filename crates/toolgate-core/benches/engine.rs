@@ -184,6 +184,46 @@ fn redaction(c: &mut Criterion) {
     g.finish();
 }
 
+/// The secret check of an open-world call's arguments (stage 7): the text as it is (`secret_kind`,
+/// what was checked before encodings were read) against `find_secret` (as it is, percent-decoded
+/// and base64-decoded), on the arguments a fetch and an upstream tool are given.
+fn secret_arguments(c: &mut Criterion) {
+    use toolgate_core::redact::{find_secret, secret_kind};
+    let mut g = c.benchmark_group("secret_arguments");
+    let body: String = (0..1024)
+        .map(|i| format!("line {i}: the quarterly report for region {i} was filed; see ticket {i:08}.\n"))
+        .collect();
+    let cases = [
+        (
+            "plain_url",
+            json!({"url": "https://docs.rs/tokio/latest/tokio/task/fn.spawn_blocking.html"}),
+        ),
+        (
+            "percent_encoded_url",
+            json!({"url": "https://docs.rs/releases/search?query=spawn%20blocking%20tokio&page=2"}),
+        ),
+        (
+            "url_with_base64",
+            json!({"url": "https://example.com/data?b=aGVsbG8gd29ybGQsIHRoaXMgaXMgZmluZQ=="}),
+        ),
+        (
+            "document_64KiB",
+            json!({"title": "report", "body": body, "tags": ["q3", "regions"]}),
+        ),
+    ];
+    for (name, args) in &cases {
+        let Value::Object(map) = args else { continue };
+        g.throughput(Throughput::Bytes(args.to_string().len() as u64));
+        g.bench_with_input(BenchmarkId::new("as_it_is", name), map, |b, m| {
+            b.iter(|| black_box(m.values().filter_map(Value::as_str).find_map(secret_kind)))
+        });
+        g.bench_with_input(BenchmarkId::new("with_encodings", name), map, |b, m| {
+            b.iter(|| black_box(find_secret(black_box(m))))
+        });
+    }
+    g.finish();
+}
+
 fn permission(c: &mut Criterion) {
     use toolgate_core::permit::{Policy, decide};
     use toolgate_core::rules::{Layer, LayerSource, Rule};
@@ -329,6 +369,15 @@ fn agent(c: &mut Criterion) {
 }
 
 criterion_group!(
-    benches, pipeline, governed, batch, parse, truncation, redaction, permission, agent
+    benches,
+    pipeline,
+    governed,
+    batch,
+    parse,
+    truncation,
+    redaction,
+    secret_arguments,
+    permission,
+    agent
 );
 criterion_main!(benches);

@@ -231,6 +231,9 @@ pub fn secret_kind_encoded(text: &str) -> Option<&'static str> {
 
 /// `text` with its `%XX` escapes decoded, when it has any (invalid UTF-8 replaced).
 fn percent_decoded(text: &str) -> Option<String> {
+    if !text.contains('%') {
+        return None;
+    }
     let bytes = text.as_bytes();
     let hex = |b: u8| (b as char).to_digit(16);
     let mut out = Vec::with_capacity(bytes.len());
@@ -255,15 +258,32 @@ fn percent_decoded(text: &str) -> Option<String> {
 
 /// The runs of 16 or more base64 characters (either alphabet) in `text`, and the pieces of each
 /// between `/`s (a base64 character, and a URL's path separator: `example/Z2hw…`). Padding is
-/// left out, and so split on: `k=Z2hw…` is the key and the run.
+/// left out, and so split on: `k=Z2hw…` is the key and the run. Scanned as bytes: every base64
+/// character is ASCII, so a run's ends are character boundaries.
 fn base64_runs(text: &str) -> impl Iterator<Item = &str> {
-    let is_b64 = |c: char| c.is_ascii_alphanumeric() || matches!(c, '+' | '/' | '-' | '_');
-    text.split(move |c: char| !is_b64(c))
-        .flat_map(|run| {
-            let pieces = run.contains('/').then(|| run.split('/')).into_iter().flatten();
-            std::iter::once(run).chain(pieces)
-        })
-        .filter(|run| run.len() >= 16)
+    let is_b64 = |c: u8| c.is_ascii_alphanumeric() || matches!(c, b'+' | b'/' | b'-' | b'_');
+    let bytes = text.as_bytes();
+    let mut at = 0;
+    std::iter::from_fn(move || {
+        while at < bytes.len() {
+            while at < bytes.len() && !is_b64(bytes[at]) {
+                at += 1;
+            }
+            let start = at;
+            while at < bytes.len() && is_b64(bytes[at]) {
+                at += 1;
+            }
+            if at - start >= 16 {
+                return text.get(start..at);
+            }
+        }
+        None
+    })
+    .flat_map(|run| {
+        let pieces = run.contains('/').then(|| run.split('/')).into_iter().flatten();
+        std::iter::once(run).chain(pieces)
+    })
+    .filter(|run| run.len() >= 16)
 }
 
 /// The text a base64 run decodes to, in the standard or the URL-safe alphabet, when it is text.
