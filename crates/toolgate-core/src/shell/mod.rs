@@ -524,10 +524,12 @@ fn oversized_descriptor(text: &str) -> bool {
     false
 }
 
-/// A here-document (`<<`, `<<-`, not a here-string `<<<`) whose tag holds a control character
-/// other than a tab or newline, or whose tag is empty once unquoted (`<<""`, `<<''`): no tag a
-/// person writes, and text the parser cannot end on (an empty tag followed by `(` made it
-/// allocate 2 GB in under 2 s; found by fuzzing).
+/// A here-document (`<<`, `<<-`, not a here-string `<<<`) whose tag is not a plain word: once
+/// unquoted, a tag people write (`EOF`, `'END'`, `"EOT"`, `E\OF`) is letters, digits and
+/// `_ . - + : @ %`, and nothing follows it but a blank, a newline or an operator other than `(`.
+/// The parser cannot end on other tags: an empty one before `(` (`<<""(#`) or one opening a
+/// substitution (`<<$( (#($`) made it allocate 2 GB in under 2 s, and one holding a control
+/// character pushed empty bodies until memory ran out (all found by fuzzing).
 fn unreadable_here_tag(text: &str) -> bool {
     let bytes = text.as_bytes();
     let mut i = 0;
@@ -552,25 +554,35 @@ fn unreadable_here_tag(text: &str) -> bool {
             j += 1;
         }
         // The tag: up to unquoted white space or a metacharacter; what it is once unquoted.
+        let plain = |c: u8| c.is_ascii_alphanumeric() || b"_.-+:@%".contains(&c);
         let (mut tag, mut quote) = (0usize, None::<u8>);
         while let Some(&b) = bytes.get(j) {
-            if b.is_ascii_control() && b != b'\t' && b != b'\n' {
-                return true;
-            }
-            match (quote, b) {
-                (Some(q), _) if b == q => quote = None,
-                (Some(_), _) => tag += 1,
-                (None, b'\'' | b'"') => quote = Some(b),
+            let literal = match (quote, b) {
+                (Some(q), _) if b == q => {
+                    quote = None;
+                    None
+                }
+                (Some(_), _) => Some(b),
+                (None, b'\'' | b'"') => {
+                    quote = Some(b);
+                    None
+                }
                 (None, b'\\') => {
                     j += 1;
-                    tag += 1;
+                    bytes.get(j).copied()
                 }
                 (None, b' ' | b'\t' | b'\n' | b';' | b'&' | b'|' | b'(' | b')' | b'<' | b'>') => break,
-                (None, _) => tag += 1,
+                (None, _) => Some(b),
+            };
+            if let Some(c) = literal {
+                if !plain(c) {
+                    return true;
+                }
+                tag += 1;
             }
             j += 1;
         }
-        if tag == 0 {
+        if tag == 0 || quote.is_some() || bytes.get(j) == Some(&b'(') {
             return true;
         }
         i = j.max(i + 2);
