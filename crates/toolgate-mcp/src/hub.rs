@@ -66,6 +66,15 @@ impl Change {
 
 type Listener = Box<dyn Fn() + Send + Sync>;
 
+/// When a server's changed tools reach the engine's registry. The first reports of all servers
+/// wait for `start`, which builds the registry once for all of them (not once per server, each
+/// rebuild registering thousands of tools again and warning again of every renamed one).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Rebuild {
+    Now,
+    Later,
+}
+
 struct State {
     tools: BTreeMap<String, Vec<Arc<McpTool>>>,
     servers: BTreeMap<String, ServerState>,
@@ -87,10 +96,6 @@ pub struct Hub {
     version: watch::Sender<u64>,
     /// The servers (their connections serve prompts and resources too, see `proxy`).
     upstreams: Vec<Arc<Upstream>>,
-    /// Set once every server's first report is in: before that, reports only gather tools, and
-    /// `start` builds the registry once for all of them (not once per server, each rebuild
-    /// registering thousands of tools again and warning again of every renamed one).
-    started: std::sync::atomic::AtomicBool,
 }
 
 impl std::fmt::Debug for Hub {
@@ -135,7 +140,6 @@ impl Hub {
             supervisors: Mutex::new(Vec::new()),
             version,
             upstreams: servers.clone(),
-            started: std::sync::atomic::AtomicBool::new(false),
         });
         let (tx, mut rx) = mpsc::unbounded_channel();
         let mut pending: std::collections::BTreeSet<String> = servers.iter().map(|s| s.name().to_owned()).collect();
@@ -150,15 +154,14 @@ impl Hub {
         while !pending.is_empty() {
             let Some(report) = rx.recv().await else { break };
             pending.remove(report.server());
-            hub.apply(report).await;
+            hub.apply(report, Rebuild::Later).await;
         }
         hub.rebuild();
         release_freed_memory();
-        hub.started.store(true, std::sync::atomic::Ordering::Release);
         let background = hub.clone();
         tokio::spawn(async move {
             while let Some(report) = rx.recv().await {
-                background.apply(report).await;
+                background.apply(report, Rebuild::Now).await;
             }
         });
         hub
@@ -212,12 +215,12 @@ impl Hub {
         .await;
     }
 
-    async fn apply(&self, report: Report) {
-        self.apply_report(report).await;
+    async fn apply(&self, report: Report, rebuild: Rebuild) {
+        self.apply_report(report, rebuild).await;
         self.version.send_modify(|v| *v += 1);
     }
 
-    async fn apply_report(&self, report: Report) {
+    async fn apply_report(&self, report: Report, rebuild: Rebuild) {
         match report {
             Report::Failed { server, reason } => {
                 let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
@@ -274,7 +277,7 @@ impl Hub {
                 if !change.added.is_empty() || !change.removed.is_empty() {
                     tracing::info!(server = %server, added = ?change.added, removed = ?change.removed, "the server's tools changed");
                 }
-                if self.started.load(std::sync::atomic::Ordering::Acquire) {
+                if rebuild == Rebuild::Now {
                     self.rebuild();
                     release_freed_memory();
                 }
